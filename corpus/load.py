@@ -1,0 +1,65 @@
+"""Loading documents and JSONL records with errors that name the file and line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from corpus.errors import InputFileError
+from corpus.models import Document
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _first_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "record"
+    return f"field '{field}': {first['msg']}"
+
+
+def read_jsonl(path: Path, model: type[M]) -> Iterator[tuple[int, M]]:
+    """Yield (line number, validated `model`) per non-blank line; raise InputFileError naming file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(path, "file not found")
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise InputFileError(path, f"cannot open: {exc.strerror}") from exc
+    with handle:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(handle, start=1):  # noqa: B007 - lineno used in except
+                if not line.strip():
+                    continue
+                try:
+                    raw = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputFileError(path, f"invalid JSON: {exc.msg}", lineno) from None
+                if not isinstance(raw, dict):
+                    raise InputFileError(path, "expected a JSON object", lineno)
+                try:
+                    yield lineno, model.model_validate(raw)
+                except ValidationError as exc:
+                    raise InputFileError(path, _first_error(exc), lineno) from None
+        except UnicodeDecodeError:
+            raise InputFileError(path, "not valid UTF-8", lineno + 1) from None
+
+
+def load_documents(path: Path) -> list[Document]:
+    """Load a JSONL corpus (`id`, `text`, optional `title`); duplicate ids and empty files are errors."""
+    docs: list[Document] = []
+    seen: dict[str, int] = {}
+    for lineno, doc in read_jsonl(path, Document):
+        if doc.id in seen:
+            raise InputFileError(path, f"duplicate document id '{doc.id}' (first on line {seen[doc.id]})",
+                                 lineno)
+        seen[doc.id] = lineno
+        docs.append(doc)
+    if not docs:
+        raise InputFileError(path, "no documents in file")
+    return docs

@@ -1,0 +1,1 @@
+"""Experiment side of cribsheet: settings, rerank, compress, prompt layout, generate, score, store."""

@@ -1,0 +1,1 @@
+"""Thin Prefect flows and the `cribsheet` command line over `corpus/` and `eval/`."""

@@ -1,0 +1,230 @@
+"""The `cribsheet` command line: a shell over the flows; every writing command prints where it wrote."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from corpus.errors import CribsheetError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Measure crib-sheet levers (rerank, compress, prefix cache) and store the evidence.")
+err = Console(stderr=True)
+out = Console()
+
+LEADERBOARD_COLUMNS = [
+    ("setting_name", "setting", "{}"), ("n", "n", "{}"), ("n_failed", "failed", "{}"),
+    ("answer_contains", "ans∈", "{:.3f}"), ("answer_token_recall", "tok rec", "{:.3f}"),
+    ("context_answer_recall", "ctx rec", "{:.3f}"), ("ttft_p50_s", "TTFT p50 s", "{:.3f}"),
+    ("ttft_p95_s", "TTFT p95 s", "{:.3f}"), ("mean_prompt_tokens", "prompt tok", "{:.0f}"),
+    ("mean_cached_tokens", "cached tok", "{:.0f}"), ("realized_ratio", "ratio", "{:.2f}"),
+    ("mean_compress_s", "compress s", "{:.3f}"),
+]
+
+
+def _environment() -> None:
+    """Defaults for a quiet, offline, self-contained run; anything the user set wins."""
+    from eval.assets import default_cache_dir
+
+    os.environ.setdefault("PREFECT_HOME", str(default_cache_dir() / "prefect"))
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@contextmanager
+def _progress() -> Iterator[Callable[[str, int, int], None]]:
+    from flows.progress import set_reporter
+
+    bars: dict[str, Any] = {}
+    with Progress(TextColumn("{task.description:<40}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=False) as progress:
+        def tick(stage: str, done: int, total: int) -> None:
+            if stage not in bars:
+                bars[stage] = progress.add_task(stage, total=total)
+            progress.update(bars[stage], completed=done, total=total)
+
+        set_reporter(tick)
+        try:
+            yield tick
+        finally:
+            set_reporter(None)
+
+
+def _fail(exc: BaseException) -> None:
+    err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def print_leaderboard(rows: list[dict[str, Any]], title: str) -> None:
+    """The leaderboard as a terminal table."""
+    table = Table(title=title)
+    for _, header, _ in LEADERBOARD_COLUMNS:
+        table.add_column(header, justify="left" if header == "setting" else "right")
+    for row in rows:
+        table.add_row(*["NULL" if row[key] is None else fmt.format(row[key]) for key, _, fmt in LEADERBOARD_COLUMNS])
+    out.print(table)
+
+
+@app.command()
+def dataset(out_dir: Annotated[Path, typer.Option("--out", help="Folder for the files.")] = Path("datasets")) -> None:
+    """Build the bundled corpus and question sets from the installed packages."""
+    try:
+        from corpus.bundled import build_bundled
+
+        manifest = build_bundled(out_dir)
+    except CribsheetError as exc:
+        _fail(exc)
+    for name, info in manifest["files"].items():
+        out.print(f"{out_dir / name}: {info['records']} records, sha256 {info['sha256'][:12]}")
+    print(out_dir / "MANIFEST.json")
+
+
+@app.command()
+def index(
+    corpus: Annotated[Path, typer.Option(help="JSONL corpus: one {id, text, title?} object per line.")],
+    index_path: Annotated[Path, typer.Option("--index", help="LanceDB folder to (re)write.")],
+    embedder: Annotated[str, typer.Option(help="Registered embedder name.")] = "minilm-l6-v2",
+    max_words: Annotated[int, typer.Option(help="Upper bound on words per chunk.")] = 180,
+) -> None:
+    """Chunk, embed and index a corpus into LanceDB (vector + full-text index)."""
+    _environment()
+    from corpus.chunk import ChunkerConfig
+    from flows.pipeline import index_flow
+
+    try:
+        with _progress():
+            report = index_flow(corpus, index_path, embedder, ChunkerConfig(max_words=max_words))
+    except CribsheetError as exc:
+        _fail(exc)
+    out.print(f"{report.spec.n_documents} documents, {report.spec.n_chunks} chunks in {report.seconds:.1f} s")
+    print(report.path)
+
+
+def _parse_compression(spec: str) -> Any:
+    from eval.settings import CompressionSpec
+
+    name, _, ratio = spec.partition(":")
+    try:
+        return CompressionSpec(compressor=name, target_ratio=float(ratio) if ratio else 1.0)
+    except ValueError as exc:
+        raise typer.BadParameter(f"'{spec}': expected NAME or NAME:RATIO, e.g. llmlingua:4 ({exc})") from None
+
+
+@app.command()
+def sweep(
+    index_path: Annotated[Path, typer.Option("--index", help="LanceDB folder built by `cribsheet index`.")],
+    questions: Annotated[Path, typer.Option(help="JSONL questions: {id, question, answers, ...}.")],
+    store: Annotated[Path, typer.Option(help="DuckDB results file (created or appended).")],
+    top_k: Annotated[list[int], typer.Option("--top-k", help="Chunks kept after reranking; repeat.")] = [3, 8],  # noqa: B006
+    compression: Annotated[list[str], typer.Option("--compression", help="NAME[:RATIO]; repeat.")] = [  # noqa: B006
+        "none", "llmlingua:4", "longllmlingua:4"],
+    retrieve_n: Annotated[int, typer.Option(help="Candidates retrieved per question.")] = 20,
+    limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
+    generator_model: Annotated[str | None, typer.Option(help="HF folder or hub id (default: bundled SmolLM2).")] = None,
+    compressor_model: Annotated[str | None, typer.Option(help="Compressor LM (default: bundled SmolLM2).")] = None,
+) -> None:
+    """Run the grid of settings over a question set and store one row per question × setting."""
+    _environment()
+    from eval.settings import CompressorConfig, GeneratorConfig, GridConfig, SweepConfig
+    from eval.store import DuckDBStore
+    from flows.pipeline import sweep_flow
+
+    try:
+        config = SweepConfig(
+            index_path=index_path, questions_path=questions, store_path=store, retrieve_n=retrieve_n, limit=limit,
+            grid=GridConfig(compressions=[_parse_compression(c) for c in compression], top_ks=top_k),
+            generator=GeneratorConfig(model=generator_model), compressor=CompressorConfig(model=compressor_model))
+        with _progress():
+            result = sweep_flow(config)
+    except CribsheetError as exc:
+        _fail(exc)
+    print_leaderboard(DuckDBStore(store).leaderboard(result.run_id), f"run {result.run_id}")
+    print(store)
+
+
+@app.command()
+def warm(
+    generator_model: Annotated[str | None, typer.Option(help="HF folder or hub id (default: bundled SmolLM2).")] = None,
+) -> None:
+    """Load the generator, run the stable prompt prefix cold then warm, and report the cache hit."""
+    _environment()
+    from eval.assets import smollm2_dir
+    from eval.generate import VLLMGenerator
+    from eval.prompt import PromptLayout
+    from eval.settings import GeneratorConfig
+
+    try:
+        config = GeneratorConfig(model=generator_model)
+        gen = VLLMGenerator(generator_model or str(smollm2_dir()), config)
+        rep = gen.warm(PromptLayout(gen.tokenizer).stable_prefix())
+    except CribsheetError as exc:
+        _fail(exc)
+    out.print(f"stable prefix {rep.prefix_tokens} tokens, {rep.cached_tokens} served from cache "
+              f"(block size {config.block_size}); TTFT cold {rep.cold_ttft_s} s, warm {rep.warm_ttft_s} s")
+
+
+@app.command()
+def report(
+    store: Annotated[Path, typer.Option(help="DuckDB results file.")],
+    run: Annotated[str | None, typer.Option(help="Run id (default: the latest run).")] = None,
+) -> None:
+    """Print the leaderboard of a run."""
+    from eval.store import DuckDBStore
+
+    if not store.is_file():
+        _fail(CribsheetError(f"{store}: no results store here"))
+    db = DuckDBStore(store)
+    run_id = run or (db.con.execute("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").fetchone() or [None])[0]
+    if run_id is None:
+        _fail(CribsheetError(f"{store}: no runs stored yet"))
+    print_leaderboard(db.leaderboard(run_id), f"run {run_id}")
+
+
+@app.command()
+def demo(
+    workdir: Annotated[Path, typer.Option(help="Where the index and results go.")] = Path("runs/demo"),
+    datasets_dir: Annotated[Path, typer.Option("--datasets", help="Where the bundled dataset goes.")] = Path(
+        "datasets"),
+    limit: Annotated[int | None, typer.Option(help="Only the first N demo questions.")] = None,
+) -> None:
+    """Bundled dataset -> index the whole corpus -> warm -> sweep the demo grid -> leaderboard."""
+    _environment()
+    from flows.pipeline import demo_flow
+
+    try:
+        with _progress():
+            result = demo_flow(workdir, datasets_dir, limit)
+    except CribsheetError as exc:
+        _fail(exc)
+    for stage, seconds in result.stage_seconds.items():
+        err.print(f"  {stage:<48} {seconds:8.1f} s")
+    if result.warm:
+        w = result.warm
+        err.print(f"  stable prefix {w.prefix_tokens} tokens, {w.cached_tokens} cached; "
+                  f"TTFT cold {w.cold_ttft_s} s, warm {w.warm_ttft_s} s")
+    print_leaderboard(result.leaderboard, f"demo run {result.run_id}")
+    print(Path(result.store_path).resolve())
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()
