@@ -42,7 +42,8 @@ class SentenceTransformerEmbedder:
         path = model or str(bundled_minilm_path())
         self._model = SentenceTransformer(path, device=device)
         self.name = "minilm-l6-v2" if model is None else str(model)
-        self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
+        dim_of = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self.dim = int(dim_of() or 0)
         self.batch_size = batch_size
         self.show_progress = show_progress
 

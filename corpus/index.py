@@ -58,7 +58,7 @@ def indexed_text(chunk: Chunk) -> str:
 
 
 def build_index(docs: Sequence[Document], chunker: Chunker, embedder: Embedder, path: Path,
-                batch_size: int = 256, progress: Callable[[int, int], None] | None = None) -> IndexReport:
+                batch_size: int = 2048, progress: Callable[[int, int], None] | None = None) -> IndexReport:
     """Chunk, embed and write a fresh LanceDB index at `path`, replacing any old one only on success.
 
     The table is written into a sibling temporary folder and moved into place at the end, so a
@@ -66,7 +66,6 @@ def build_index(docs: Sequence[Document], chunker: Chunker, embedder: Embedder, 
     """
     import lancedb  # heavy: keep inside
     import pyarrow as pa
-    from lancedb.index import FTS
 
     started = time.perf_counter()
     chunks = list(chunker.chunk(docs))
@@ -110,7 +109,7 @@ def build_index(docs: Sequence[Document], chunker: Chunker, embedder: Embedder, 
             ))
             if progress:
                 progress(min(start + batch_size, len(chunks)), len(chunks))
-        table.create_fts_index("content", config=FTS())
+        table.create_fts_index("content", use_tantivy=False, replace=True)
         version = table.version
         _swap_into_place(tmp, path)
     finally:

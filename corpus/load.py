@@ -27,27 +27,27 @@ def read_jsonl(path: Path, model: type[M]) -> Iterator[tuple[int, M]]:
     if not path.is_file():
         raise InputFileError(path, "file not found")
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except OSError as exc:
         raise InputFileError(path, f"cannot open: {exc.strerror}") from exc
     with handle:
-        lineno = 0
-        try:
-            for lineno, line in enumerate(handle, start=1):  # noqa: B007 - lineno used in except
-                if not line.strip():
-                    continue
-                try:
-                    raw = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputFileError(path, f"invalid JSON: {exc.msg}", lineno) from None
-                if not isinstance(raw, dict):
-                    raise InputFileError(path, "expected a JSON object", lineno)
-                try:
-                    yield lineno, model.model_validate(raw)
-                except ValidationError as exc:
-                    raise InputFileError(path, _first_error(exc), lineno) from None
-        except UnicodeDecodeError:
-            raise InputFileError(path, "not valid UTF-8", lineno + 1) from None
+        for lineno, raw_line in enumerate(handle, start=1):
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputFileError(path, "not valid UTF-8", lineno) from None
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputFileError(path, f"invalid JSON: {exc.msg}", lineno) from None
+            if not isinstance(raw, dict):
+                raise InputFileError(path, "expected a JSON object", lineno)
+            try:
+                yield lineno, model.model_validate(raw)
+            except ValidationError as exc:
+                raise InputFileError(path, _first_error(exc), lineno) from None
 
 
 def load_documents(path: Path) -> list[Document]:
