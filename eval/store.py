@@ -15,6 +15,9 @@ from pydantic import BaseModel
 from corpus.errors import CribsheetError
 
 SCHEMA_VERSION = 1
+STORAGE_COMPATIBILITY = "v1.0.0"
+"""DuckDB file format written for new stores: readable by every DuckDB CLI since 1.0, not only by the
+Python package that wrote it (duckdb 2.x writes a format 1.x cannot open by default)."""
 
 
 class RunRow(BaseModel):
@@ -140,7 +143,8 @@ class DuckDBStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.con = duckdb.connect(str(self.path))
+            self.con = duckdb.connect(str(self.path),
+                                      config={"storage_compatibility_version": STORAGE_COMPATIBILITY})
         except duckdb.IOException as exc:
             raise CribsheetError(f"{self.path}: cannot open results store ({exc})") from None
         self._migrate()

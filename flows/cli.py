@@ -37,7 +37,10 @@ def _environment() -> None:
 
     os.environ.setdefault("PREFECT_HOME", str(default_cache_dir() / "prefect"))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    # The CLI prints user errors itself on one line; Prefect would log each with a traceback first.
+    # Scheduled deployments run through a worker and keep Prefect's normal logging.
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

@@ -63,3 +63,21 @@ def test_missing_values_are_null_and_leaderboard_ignores_them(tmp_path: Path) ->
     [row] = store.leaderboard("r1")
     assert (row["n"], row["n_failed"], row["answer_contains"], row["realized_ratio"]) == (2, 1, 1.0, 4.0)
     assert not any(isinstance(v, float) and math.isnan(v) for v in row.values())
+
+
+def test_store_opens_in_the_duckdb_shell(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    shell = Path(sys.executable).with_name("duckdb")
+    if not shell.exists():
+        shell = Path(shutil.which("duckdb") or "duckdb")
+    store = DuckDBStore(tmp_path / "r.duckdb")
+    store.start_run(_run())
+    store.add_samples([_sample("q1", answer_contains=1.0)])
+    store.close()
+    proc = subprocess.run([str(shell), "-csv", str(tmp_path / "r.duckdb"),
+                           "select setting_name, n from v_leaderboard"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["setting_name,n", "none-k3-dense,1"]

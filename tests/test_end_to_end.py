@@ -1,0 +1,92 @@
+"""The whole path on real components (sentence-transformers, LanceDB, llmlingua, vLLM, DuckDB, Prefect)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from corpus.bundled import CORPUS_FILE, DEMO_FILE, build_bundled
+from eval.settings import SweepConfig
+from flows.pipeline import index_flow, sweep_flow
+
+pytestmark = pytest.mark.slow
+
+N_DOCS, N_QUESTIONS = 200, 10
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    work = tmp_path_factory.mktemp("e2e")
+    build_bundled(work / "data")
+    questions = [json.loads(line) for line in (work / "data" / DEMO_FILE).read_text().splitlines()]
+    answerable = [q for q in questions if q["answerable"]][: N_QUESTIONS - 2]
+    unanswerable = [q for q in questions if not q["answerable"]][:2]
+    picked = answerable + unanswerable
+    gold = {d for q in picked for d in q["gold_doc_ids"]}
+    docs = [json.loads(line) for line in (work / "data" / CORPUS_FILE).read_text().splitlines()]
+    keep = [d for d in docs if d["id"] in gold]
+    keep += [d for d in docs if d["id"] not in gold][: N_DOCS - len(keep)]
+    (work / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in keep))
+    (work / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in picked))
+
+    index_flow(work / "corpus.jsonl", work / "index.lancedb")
+    config = SweepConfig(index_path=work / "index.lancedb", questions_path=work / "questions.jsonl",
+                         store_path=work / "results.duckdb")
+    result = sweep_flow(config)
+    return work / "results.duckdb", result.run_id
+
+
+def test_one_ok_row_per_question_and_setting(stored: tuple[Path, str]) -> None:
+    path, run_id = stored
+    con = duckdb.connect(str(path), read_only=True)
+    n, distinct, ok = con.execute("SELECT count(*), count(DISTINCT (question_id, setting_hash)), "
+                                  "count(*) FILTER (WHERE status='ok') FROM samples WHERE run_id=?",
+                                  [run_id]).fetchone()
+    assert n == distinct == ok == N_QUESTIONS * 6
+    assert con.execute("SELECT count(*) FROM v_leaderboard WHERE run_id=?", [run_id]).fetchone()[0] == 6
+
+
+def test_metrics_in_unit_interval_and_latency_present(stored: tuple[Path, str]) -> None:
+    con = duckdb.connect(str(stored[0]), read_only=True)
+    row = con.execute("""
+        SELECT min(least(answer_contains, answer_token_recall, context_answer_recall)),
+               max(greatest(answer_contains, answer_token_recall, context_answer_recall)),
+               count(*) FILTER (WHERE ttft_s IS NULL OR ttft_s <= 0),
+               count(*) FILTER (WHERE isnan(answer_token_recall))
+        FROM samples""").fetchone()
+    assert row[0] >= 0.0 and row[1] <= 1.0
+    assert row[2] == 0 and row[3] == 0
+
+
+def test_warmed_prefix_is_served_from_cache(stored: tuple[Path, str]) -> None:
+    con = duckdb.connect(str(stored[0]), read_only=True)
+    prefix, cached = con.execute("SELECT warm_prefix_tokens, warm_cached_tokens FROM runs").fetchone()
+    assert 0 < cached <= prefix
+    assert con.execute("SELECT min(cached_tokens) FROM samples").fetchone()[0] >= cached
+
+
+def test_four_x_settings_realize_between_2_5_and_6(stored: tuple[Path, str]) -> None:
+    con = duckdb.connect(str(stored[0]), read_only=True)
+    ratios = dict(con.execute("SELECT setting_name, realized_ratio FROM v_leaderboard "
+                              "WHERE target_ratio = 4").fetchall())
+    assert len(ratios) == 4
+    assert all(2.5 <= r <= 6.0 for r in ratios.values()), ratios
+    none = con.execute("SELECT min(realized_ratio), max(realized_ratio) FROM samples "
+                       "WHERE compressor='none'").fetchone()
+    assert none == (1.0, 1.0)
+
+
+def test_run_is_traceable(stored: tuple[Path, str]) -> None:
+    con = duckdb.connect(str(stored[0]), read_only=True)
+    status, versions, config_hash, corpus_sha = con.execute(
+        "SELECT status, package_versions, config_hash, corpus_sha256 FROM runs").fetchone()
+    assert status == "ok"
+    assert {"torch", "transformers", "llmlingua", "lancedb", "duckdb", "prefect"} <= set(json.loads(versions))
+    assert len(config_hash) == 16 and len(corpus_sha) == 64
+    hashes = con.execute("SELECT DISTINCT setting_hash, setting_json FROM samples").fetchall()
+    from eval.settings import Setting
+
+    assert all(Setting.model_validate_json(j).config_hash() == h for h, j in hashes)
