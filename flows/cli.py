@@ -19,7 +19,7 @@ from corpus.errors import CribsheetError
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Measure crib-sheet levers (rerank, compress, prefix cache) and store the evidence.")
 err = Console(stderr=True)
-out = Console()
+out = Console(width=None if sys.stdout.isatty() else 200)  # piped output: do not squeeze the leaderboard
 
 LEADERBOARD_COLUMNS = [
     ("setting_name", "setting", "{}"), ("n", "n", "{}"), ("n_failed", "failed", "{}"),

@@ -15,6 +15,8 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory) -> None:
     mp.setenv("PREFECT_HOME", str(home))
     mp.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     mp.setenv("PREFECT_LOGGING_LEVEL", "WARNING")
+    mp.setenv("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
+    mp.setenv("VLLM_LOGGING_LEVEL", "WARNING")
     mp.setenv("HF_HUB_OFFLINE", "1")
     mp.setenv("TOKENIZERS_PARALLELISM", "false")
 
