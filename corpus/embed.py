@@ -35,8 +35,9 @@ def bundled_minilm_path() -> Path:
 class SentenceTransformerEmbedder:
     """Any sentence-transformers model from a local folder (or a hub id where a hub is reachable)."""
 
-    def __init__(self, model: str | None = None, device: str | None = None, batch_size: int = 64,
-                 show_progress: bool = False) -> None:
+    def __init__(
+        self, model: str | None = None, device: str | None = None, batch_size: int = 64, show_progress: bool = False
+    ) -> None:
         from sentence_transformers import SentenceTransformer  # heavy: keep inside the adapter
 
         path = model or str(bundled_minilm_path())
@@ -48,8 +49,13 @@ class SentenceTransformerEmbedder:
         self.show_progress = show_progress
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self._model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                                  convert_to_numpy=True, show_progress_bar=self.show_progress)
+        return self._model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=self.show_progress,
+        )
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._model.encode([text], normalize_embeddings=True, convert_to_numpy=True)[0]

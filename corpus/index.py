@@ -42,6 +42,8 @@ class IndexReport(BaseModel):
     spec: IndexSpec
     seconds: float
     version: int
+    reused: bool = False
+    """True when an index with the same spec (corpus hash, embedder, chunker) was already in place."""
 
 
 def corpus_digest(docs: Sequence[Document]) -> str:
@@ -57,12 +59,20 @@ def indexed_text(chunk: Chunk) -> str:
     return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
 
 
-def build_index(docs: Sequence[Document], chunker: Chunker, embedder: Embedder, path: Path,
-                batch_size: int = 2048, progress: Callable[[int, int], None] | None = None) -> IndexReport:
+def build_index(
+    docs: Sequence[Document],
+    chunker: Chunker,
+    embedder: Embedder,
+    path: Path,
+    batch_size: int = 2048,
+    progress: Callable[[int, int], None] | None = None,
+    rebuild: bool = False,
+) -> IndexReport:
     """Chunk, embed and write a fresh LanceDB index at `path`, replacing any old one only on success.
 
     The table is written into a sibling temporary folder and moved into place at the end, so a
-    crash or bad input leaves the previous index (or nothing) behind, never a half table.
+    crash or bad input leaves the previous index (or nothing) behind, never a half table. An index
+    already built from the same corpus with the same embedder and chunker is kept unless `rebuild`.
     """
     import lancedb  # heavy: keep inside
     import pyarrow as pa
@@ -71,8 +81,14 @@ def build_index(docs: Sequence[Document], chunker: Chunker, embedder: Embedder, 
     chunks = list(chunker.chunk(docs))
     if not chunks:
         raise CribsheetError("the corpus produced no chunks")
-    spec = IndexSpec(embedder=embedder.name, dim=embedder.dim, chunker=chunker.config.model_dump(),
-                     corpus_sha256=corpus_digest(docs), n_documents=len(docs), n_chunks=len(chunks))
+    spec = IndexSpec(
+        embedder=embedder.name,
+        dim=embedder.dim,
+        chunker=chunker.config.model_dump(),
+        corpus_sha256=corpus_digest(docs),
+        n_documents=len(docs),
+        n_chunks=len(chunks),
+    )
     schema = pa.schema(
         [
             pa.field("chunk_id", pa.string()),
@@ -86,27 +102,38 @@ def build_index(docs: Sequence[Document], chunker: Chunker, embedder: Embedder, 
         metadata={SPEC_KEY: spec.model_dump_json().encode()},
     )
     path = Path(path)
+    if not rebuild and path.exists():
+        try:
+            if read_spec(path) == spec:
+                version = open_table(path).version
+                return IndexReport(
+                    path=str(path), spec=spec, seconds=time.perf_counter() - started, version=version, reused=True
+                )
+        except CribsheetError:
+            pass  # unreadable or foreign: rebuild it
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         db = lancedb.connect(str(tmp))
         table = db.create_table(TABLE, schema=schema)
         for start in range(0, len(chunks), batch_size):
-            batch = chunks[start:start + batch_size]
+            batch = chunks[start : start + batch_size]
             texts = [indexed_text(c) for c in batch]
             vectors = embedder.embed_documents(texts)
-            table.add(pa.Table.from_pydict(
-                {
-                    "chunk_id": [c.id for c in batch],
-                    "doc_id": [c.doc_id for c in batch],
-                    "title": [c.title for c in batch],
-                    "position": [c.position for c in batch],
-                    "text": [c.text for c in batch],
-                    "content": texts,
-                    "vector": [v.astype("float32").tolist() for v in vectors],
-                },
-                schema=schema,
-            ))
+            table.add(
+                pa.Table.from_pydict(
+                    {
+                        "chunk_id": [c.id for c in batch],
+                        "doc_id": [c.doc_id for c in batch],
+                        "title": [c.title for c in batch],
+                        "position": [c.position for c in batch],
+                        "text": [c.text for c in batch],
+                        "content": texts,
+                        "vector": [v.astype("float32").tolist() for v in vectors],
+                    },
+                    schema=schema,
+                )
+            )
             if progress:
                 progress(min(start + batch_size, len(chunks)), len(chunks))
         table.create_fts_index("content", use_tantivy=False, replace=True)
@@ -132,8 +159,7 @@ def read_spec(path: Path) -> IndexSpec:
     table = open_table(path)
     meta = table.schema.metadata or {}
     if SPEC_KEY not in meta:
-        raise CribsheetError(f"{path}: table '{TABLE}' has no cribsheet build spec; rebuild it with "
-                             "`cribsheet index`")
+        raise CribsheetError(f"{path}: table '{TABLE}' has no cribsheet build spec; rebuild it with `cribsheet index`")
     return IndexSpec.model_validate(json.loads(meta[SPEC_KEY]))
 
 

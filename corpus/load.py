@@ -56,8 +56,7 @@ def load_documents(path: Path) -> list[Document]:
     seen: dict[str, int] = {}
     for lineno, doc in read_jsonl(path, Document):
         if doc.id in seen:
-            raise InputFileError(path, f"duplicate document id '{doc.id}' (first on line {seen[doc.id]})",
-                                 lineno)
+            raise InputFileError(path, f"duplicate document id '{doc.id}' (first on line {seen[doc.id]})", lineno)
         seen[doc.id] = lineno
         docs.append(doc)
     if not docs:

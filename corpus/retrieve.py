@@ -27,7 +27,8 @@ class LanceRetriever:
         if (self.spec.embedder, self.spec.dim) != (embedder.name, embedder.dim):
             raise CribsheetError(
                 f"{path}: index was built with embedder '{self.spec.embedder}' ({self.spec.dim}-d) but the "
-                f"query embedder is '{embedder.name}' ({embedder.dim}-d); re-index or use the same embedder")
+                f"query embedder is '{embedder.name}' ({embedder.dim}-d); re-index or use the same embedder"
+            )
         self.table = open_table(path)
         self.version: int = self.table.version
         self.embedder = embedder
@@ -44,12 +45,18 @@ class LanceRetriever:
             q = self.table.search(question, query_type="fts").select(cols).limit(n)
             rows, key, sign = q.to_list(), "_score", 1.0
         else:
-            q = (self.table.search(query_type="hybrid")
-                 .vector(self.embedder.embed_query(question).tolist())
-                 .text(question)
-                 .select(cols)
-                 .rerank(RRFReranker())
-                 .limit(n))
+            q = (
+                self.table.search(query_type="hybrid")
+                .vector(self.embedder.embed_query(question).tolist())
+                .text(question)
+                .select(cols)
+                .rerank(RRFReranker())
+                .limit(n)
+            )
             rows, key, sign = q.to_list(), "_relevance_score", 1.0
-        return [Hit(chunk_id=r["chunk_id"], doc_id=r["doc_id"], title=r["title"], text=r["text"],
-                    score=sign * float(r[key])) for r in rows]
+        return [
+            Hit(
+                chunk_id=r["chunk_id"], doc_id=r["doc_id"], title=r["title"], text=r["text"], score=sign * float(r[key])
+            )
+            for r in rows
+        ]

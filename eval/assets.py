@@ -51,8 +51,8 @@ def smollm2_dir(cache_dir: Path | None = None) -> Path:
     try:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, quantization_config=GgufConfig(dequantize=True),
-            dtype=torch.bfloat16)
+            gguf.parent, gguf_file=gguf.name, quantization_config=GgufConfig(dequantize=True), dtype=torch.bfloat16
+        )
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / DONE_MARKER).write_text(json.dumps(stamp))

@@ -85,7 +85,10 @@ class _LegacyCacheModel:
             past_key_values = DynamicCache(ddp_cache_data=[(k, v) for k, v in past_key_values])
         out = self._model(*args, past_key_values=past_key_values, **kwargs)
         if isinstance(out.past_key_values, Cache):
-            out.past_key_values = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+            out.past_key_values = [
+                (layer.keys, layer.values)  # type: ignore[union-attr]
+                for layer in out.past_key_values.layers
+            ]
         return out
 
     def __getattr__(self, name: str) -> Any:
@@ -108,7 +111,7 @@ def load_prompt_compressor(model: str, device: str) -> Any:
             self.prefix_bos_num = 100
             self.load_model(model_name, device_map, {"trust_remote_code": False})
             self.oai_tokenizer = _TokenizerCounter(self.tokenizer)
-            self.model = _LegacyCacheModel(self.model)
+            self.model: Any = _LegacyCacheModel(self.model)
 
     return OfflinePromptCompressor(model, device)
 
@@ -133,17 +136,25 @@ class LLMLinguaCompressor:
         key = hashlib.sha256(f"{ratio:g}\x1f{passage}".encode()).hexdigest()
         if key not in self.cache:
             self.calls += 1
-            out = self.pc.compress_prompt([passage], rate=1.0 / ratio, use_context_level_filter=False,
-                                          use_sentence_level_filter=False, iterative_size=self.window)
+            out = self.pc.compress_prompt(
+                [passage],
+                rate=1.0 / ratio,
+                use_context_level_filter=False,
+                use_sentence_level_filter=False,
+                iterative_size=self.window,
+            )
             self.cache[key] = out["compressed_prompt"].strip()
         return self.cache[key]
 
     def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
         start = time.perf_counter()
         texts = [self._one(p, ratio) for p in passages]
-        return CompressionResult(texts=texts, tokens_in=sum(self.count(p) for p in passages),
-                                 tokens_out=sum(self.count(t) for t in texts),
-                                 seconds=time.perf_counter() - start)
+        return CompressionResult(
+            texts=texts,
+            tokens_in=sum(self.count(p) for p in passages),
+            tokens_out=sum(self.count(t) for t in texts),
+            seconds=time.perf_counter() - start,
+        )
 
 
 class LongLLMLinguaCompressor:
@@ -153,8 +164,9 @@ class LongLLMLinguaCompressor:
     query_aware = True
     separator = "\n\n"
 
-    def __init__(self, count_tokens: TokenCounter, prompt_compressor: Any, window: int = 64,
-                 condition_compare: bool = False) -> None:
+    def __init__(
+        self, count_tokens: TokenCounter, prompt_compressor: Any, window: int = 64, condition_compare: bool = False
+    ) -> None:
         self.count = count_tokens
         self.pc = prompt_compressor
         self.window = window
@@ -165,19 +177,31 @@ class LongLLMLinguaCompressor:
         start = time.perf_counter()
         self.calls += 1
         out = self.pc.compress_prompt(
-            list(passages), question=question, rate=1.0 / ratio,
-            condition_in_question="after_condition", reorder_context="original",
-            dynamic_context_compression_ratio=0.3, condition_compare=self.condition_compare,
-            rank_method="longllmlingua", context_budget="+100", use_sentence_level_filter=False,
-            concate_question=False, iterative_size=self.window)
+            list(passages),
+            question=question,
+            rate=1.0 / ratio,
+            condition_in_question="after_condition",
+            reorder_context="original",
+            dynamic_context_compression_ratio=0.3,
+            condition_compare=self.condition_compare,
+            rank_method="longllmlingua",
+            context_budget="+100",
+            use_sentence_level_filter=False,
+            concate_question=False,
+            iterative_size=self.window,
+        )
         texts = [t.strip() for t in out["compressed_prompt"].split(self.separator) if t.strip()]
-        return CompressionResult(texts=texts, tokens_in=sum(self.count(p) for p in passages),
-                                 tokens_out=sum(self.count(t) for t in texts),
-                                 seconds=time.perf_counter() - start)
+        return CompressionResult(
+            texts=texts,
+            tokens_in=sum(self.count(p) for p in passages),
+            tokens_out=sum(self.count(t) for t in texts),
+            seconds=time.perf_counter() - start,
+        )
 
 
-def build_compressors(names: Sequence[str], count_tokens: TokenCounter, model: str | None,
-                      config: CompressorConfig) -> dict[str, Compressor]:
+def build_compressors(
+    names: Sequence[str], count_tokens: TokenCounter, model: str | None, config: CompressorConfig
+) -> dict[str, Compressor]:
     """Build the named compressors; the llmlingua pair share one compressor LM."""
     known = {"none", "llmlingua", "longllmlingua"}
     unknown = sorted(set(names) - known)
@@ -196,6 +220,7 @@ def build_compressors(names: Sequence[str], count_tokens: TokenCounter, model: s
         if name == "llmlingua":
             out[name] = LLMLinguaCompressor(count_tokens, pc, window=config.agnostic_window)
         else:
-            out[name] = LongLLMLinguaCompressor(count_tokens, pc, window=config.aware_window,
-                                                condition_compare=config.aware_condition_compare)
+            out[name] = LongLLMLinguaCompressor(
+                count_tokens, pc, window=config.aware_window, condition_compare=config.aware_condition_compare
+            )
     return out

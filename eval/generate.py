@@ -56,15 +56,20 @@ class VLLMGenerator:
         from vllm import LLM, SamplingParams  # heavy: keep inside the adapter
 
         kwargs: dict[str, Any] = dict(
-            model=model, dtype=config.dtype, max_model_len=config.max_model_len,
-            enable_prefix_caching=True, disable_log_stats=False, enforce_eager=config.enforce_eager,
-            seed=config.seed, gpu_memory_utilization=config.gpu_memory_utilization)
+            model=model,
+            dtype=config.dtype,
+            max_model_len=config.max_model_len,
+            enable_prefix_caching=True,
+            disable_log_stats=False,
+            enforce_eager=config.enforce_eager,
+            seed=config.seed,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+        )
         if config.block_size is not None:
             kwargs["block_size"] = config.block_size
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
-        self.sampling = SamplingParams(max_tokens=config.max_tokens, temperature=config.temperature,
-                                       seed=config.seed)
+        self.sampling = SamplingParams(max_tokens=config.max_tokens, temperature=config.temperature, seed=config.seed)
         self._probe = SamplingParams(max_tokens=1, temperature=0.0)
 
     def count_tokens(self, text: str) -> int:
@@ -78,8 +83,15 @@ class VLLMGenerator:
 
     def generate(self, prompts: Sequence[str]) -> list[Generation]:
         outs = self.llm.generate(list(prompts), self.sampling, use_tqdm=True)
-        return [Generation(text=o.outputs[0].text.strip(), prompt_tokens=len(o.prompt_token_ids),
-                           cached_tokens=int(o.num_cached_tokens or 0), ttft_s=self._ttft(o)) for o in outs]
+        return [
+            Generation(
+                text=o.outputs[0].text.strip(),
+                prompt_tokens=len(o.prompt_token_ids or []),
+                cached_tokens=int(o.num_cached_tokens or 0),
+                ttft_s=self._ttft(o),
+            )
+            for o in outs
+        ]
 
     def warm(self, prefix: str) -> WarmReport:
         """Run the stable prefix twice (cold, then warm) and report what the cache served."""
@@ -87,5 +99,9 @@ class VLLMGenerator:
         start = time.perf_counter()
         warm = self.llm.generate([prefix], self._probe, use_tqdm=False)[0]
         warm_wall = time.perf_counter() - start
-        return WarmReport(prefix_tokens=len(cold.prompt_token_ids), cached_tokens=int(warm.num_cached_tokens or 0),
-                          cold_ttft_s=self._ttft(cold), warm_ttft_s=self._ttft(warm) or warm_wall)
+        return WarmReport(
+            prefix_tokens=len(cold.prompt_token_ids or []),
+            cached_tokens=int(warm.num_cached_tokens or 0),
+            cold_ttft_s=self._ttft(cold),
+            warm_ttft_s=self._ttft(warm) or warm_wall,
+        )

@@ -17,8 +17,10 @@ SYSTEM_PREFIX = (
 
 def context_block(titles: Sequence[str], texts: Sequence[str]) -> str:
     """Numbered passages, one per line block."""
-    return "\n\n".join(f"[{i}] {title}: {text}" if title else f"[{i}] {text}"
-                       for i, (title, text) in enumerate(zip(titles, texts, strict=True), start=1))
+    return "\n\n".join(
+        f"[{i}] {title}: {text}" if title else f"[{i}] {text}"
+        for i, (title, text) in enumerate(zip(titles, texts, strict=True), start=1)
+    )
 
 
 class PromptLayout:

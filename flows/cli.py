@@ -16,17 +16,26 @@ from rich.table import Table
 
 from corpus.errors import CribsheetError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Measure crib-sheet levers (rerank, compress, prefix cache) and store the evidence.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Measure crib-sheet levers (rerank, compress, prefix cache) and store the evidence.",
+)
 err = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 200)  # piped output: do not squeeze the leaderboard
 
 LEADERBOARD_COLUMNS = [
-    ("setting_name", "setting", "{}"), ("n", "n", "{}"), ("n_failed", "failed", "{}"),
-    ("answer_contains", "ans∈", "{:.3f}"), ("answer_token_recall", "tok rec", "{:.3f}"),
-    ("context_answer_recall", "ctx rec", "{:.3f}"), ("ttft_p50_s", "TTFT p50 s", "{:.3f}"),
-    ("ttft_p95_s", "TTFT p95 s", "{:.3f}"), ("mean_prompt_tokens", "prompt tok", "{:.0f}"),
-    ("mean_cached_tokens", "cached tok", "{:.0f}"), ("realized_ratio", "ratio", "{:.2f}"),
+    ("setting_name", "setting", "{}"),
+    ("n", "n", "{}"),
+    ("n_failed", "failed", "{}"),
+    ("answer_contains", "ans∈", "{:.3f}"),
+    ("answer_token_recall", "tok rec", "{:.3f}"),
+    ("context_answer_recall", "ctx rec", "{:.3f}"),
+    ("ttft_p50_s", "TTFT p50 s", "{:.3f}"),
+    ("ttft_p95_s", "TTFT p95 s", "{:.3f}"),
+    ("mean_prompt_tokens", "prompt tok", "{:.0f}"),
+    ("mean_cached_tokens", "cached tok", "{:.0f}"),
+    ("realized_ratio", "ratio", "{:.2f}"),
     ("mean_compress_s", "compress s", "{:.3f}"),
 ]
 
@@ -50,8 +59,15 @@ def _progress() -> Iterator[Callable[[str, int, int], None]]:
     from flows.progress import set_reporter
 
     bars: dict[str, Any] = {}
-    with Progress(TextColumn("{task.description:<40}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=False) as progress:
+    with Progress(
+        TextColumn("{task.description:<40}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    ) as progress:
+
         def tick(stage: str, done: int, total: int) -> None:
             if stage not in bars:
                 bars[stage] = progress.add_task(stage, total=total)
@@ -99,6 +115,7 @@ def index(
     index_path: Annotated[Path, typer.Option("--index", help="LanceDB folder to (re)write.")],
     embedder: Annotated[str, typer.Option(help="Registered embedder name.")] = "minilm-l6-v2",
     max_words: Annotated[int, typer.Option(help="Upper bound on words per chunk.")] = 180,
+    rebuild: Annotated[bool, typer.Option(help="Rebuild even when corpus and settings are unchanged.")] = False,
 ) -> None:
     """Chunk, embed and index a corpus into LanceDB (vector + full-text index)."""
     _environment()
@@ -107,10 +124,11 @@ def index(
 
     try:
         with _progress():
-            report = index_flow(corpus, index_path, embedder, ChunkerConfig(max_words=max_words))
+            report = index_flow(corpus, index_path, embedder, ChunkerConfig(max_words=max_words), rebuild)
     except CribsheetError as exc:
         _fail(exc)
-    out.print(f"{report.spec.n_documents} documents, {report.spec.n_chunks} chunks in {report.seconds:.1f} s")
+    how = "unchanged, kept" if report.reused else f"built in {report.seconds:.1f} s"
+    out.print(f"{report.spec.n_documents} documents, {report.spec.n_chunks} chunks ({how}, version {report.version})")
     print(report.path)
 
 
@@ -131,7 +149,10 @@ def sweep(
     store: Annotated[Path, typer.Option(help="DuckDB results file (created or appended).")],
     top_k: Annotated[list[int], typer.Option("--top-k", help="Chunks kept after reranking; repeat.")] = [3, 8],  # noqa: B006
     compression: Annotated[list[str], typer.Option("--compression", help="NAME[:RATIO]; repeat.")] = [  # noqa: B006
-        "none", "llmlingua:4", "longllmlingua:4"],
+        "none",
+        "llmlingua:4",
+        "longllmlingua:4",
+    ],
     retrieve_n: Annotated[int, typer.Option(help="Candidates retrieved per question.")] = 20,
     limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
     generator_model: Annotated[str | None, typer.Option(help="HF folder or hub id (default: bundled SmolLM2).")] = None,
@@ -145,9 +166,15 @@ def sweep(
 
     try:
         config = SweepConfig(
-            index_path=index_path, questions_path=questions, store_path=store, retrieve_n=retrieve_n, limit=limit,
+            index_path=index_path,
+            questions_path=questions,
+            store_path=store,
+            retrieve_n=retrieve_n,
+            limit=limit,
             grid=GridConfig(compressions=[_parse_compression(c) for c in compression], top_ks=top_k),
-            generator=GeneratorConfig(model=generator_model), compressor=CompressorConfig(model=compressor_model))
+            generator=GeneratorConfig(model=generator_model),
+            compressor=CompressorConfig(model=compressor_model),
+        )
         with _progress():
             result = sweep_flow(config)
     except CribsheetError as exc:
@@ -173,8 +200,10 @@ def warm(
         rep = gen.warm(PromptLayout(gen.tokenizer).stable_prefix())
     except CribsheetError as exc:
         _fail(exc)
-    out.print(f"stable prefix {rep.prefix_tokens} tokens, {rep.cached_tokens} served from cache "
-              f"(block size {config.block_size}); TTFT cold {rep.cold_ttft_s} s, warm {rep.warm_ttft_s} s")
+    out.print(
+        f"stable prefix {rep.prefix_tokens} tokens, {rep.cached_tokens} served from cache "
+        f"(block size {config.block_size}); TTFT cold {rep.cold_ttft_s} s, warm {rep.warm_ttft_s} s"
+    )
 
 
 @app.command()
@@ -188,9 +217,11 @@ def report(
     if not store.is_file():
         _fail(CribsheetError(f"{store}: no results store here"))
     db = DuckDBStore(store)
-    run_id = run or (db.con.execute("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").fetchone() or [None])[0]
+    latest = db.con.execute("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").fetchone()
+    run_id = run or (str(latest[0]) if latest else None)
     if run_id is None:
         _fail(CribsheetError(f"{store}: no runs stored yet"))
+        return
     print_leaderboard(db.leaderboard(run_id), f"run {run_id}")
 
 
@@ -198,7 +229,8 @@ def report(
 def demo(
     workdir: Annotated[Path, typer.Option(help="Where the index and results go.")] = Path("runs/demo"),
     datasets_dir: Annotated[Path, typer.Option("--datasets", help="Where the bundled dataset goes.")] = Path(
-        "datasets"),
+        "datasets"
+    ),
     limit: Annotated[int | None, typer.Option(help="Only the first N demo questions.")] = None,
 ) -> None:
     """Bundled dataset -> index the whole corpus -> warm -> sweep the demo grid -> leaderboard."""
@@ -214,8 +246,10 @@ def demo(
         err.print(f"  {stage:<48} {seconds:8.1f} s")
     if result.warm:
         w = result.warm
-        err.print(f"  stable prefix {w.prefix_tokens} tokens, {w.cached_tokens} cached; "
-                  f"TTFT cold {w.cold_ttft_s} s, warm {w.warm_ttft_s} s")
+        err.print(
+            f"  stable prefix {w.prefix_tokens} tokens, {w.cached_tokens} cached; "
+            f"TTFT cold {w.cold_ttft_s} s, warm {w.warm_ttft_s} s"
+        )
     print_leaderboard(result.leaderboard, f"demo run {result.run_id}")
     print(Path(result.store_path).resolve())
 

@@ -24,11 +24,19 @@ def build_dataset_task(out_dir: Path) -> dict[str, Any]:
 
 
 @task(name="index-corpus")
-def index_task(corpus_path: Path, index_path: Path, embedder: str, chunker: ChunkerConfig) -> IndexReport:
-    """Load, chunk, embed and write the LanceDB index."""
+def index_task(
+    corpus_path: Path, index_path: Path, embedder: str, chunker: ChunkerConfig, rebuild: bool = False
+) -> IndexReport:
+    """Load, chunk, embed and write the LanceDB index (kept when corpus and spec are unchanged)."""
     docs = load_documents(corpus_path)
-    return build_index(docs, SentenceChunker(chunker), build_embedder(embedder), index_path,
-                       progress=lambda done, total: report("index", done, total))
+    return build_index(
+        docs,
+        SentenceChunker(chunker),
+        build_embedder(embedder),
+        index_path,
+        progress=lambda done, total: report("index", done, total),
+        rebuild=rebuild,
+    )
 
 
 @task(name="sweep")
@@ -38,10 +46,15 @@ def sweep_task(config: SweepConfig) -> SweepResult:
 
 
 @flow(name="cribsheet-index", log_prints=True)
-def index_flow(corpus_path: Path, index_path: Path, embedder: str = "minilm-l6-v2",
-               chunker: ChunkerConfig | None = None) -> IndexReport:
+def index_flow(
+    corpus_path: Path,
+    index_path: Path,
+    embedder: str = "minilm-l6-v2",
+    chunker: ChunkerConfig | None = None,
+    rebuild: bool = False,
+) -> IndexReport:
     """Index a JSONL corpus into LanceDB."""
-    return index_task(corpus_path, index_path, embedder, chunker or ChunkerConfig())
+    return index_task(corpus_path, index_path, embedder, chunker or ChunkerConfig(), rebuild)
 
 
 @flow(name="cribsheet-sweep", log_prints=True)
@@ -56,6 +69,10 @@ def demo_flow(workdir: Path, datasets_dir: Path, limit: int | None = None) -> Sw
     build_dataset_task(datasets_dir)
     index_path = workdir / "index.lancedb"
     index_task(datasets_dir / CORPUS_FILE, index_path, "minilm-l6-v2", ChunkerConfig())
-    config = SweepConfig(index_path=index_path, questions_path=datasets_dir / DEMO_FILE,
-                         store_path=workdir / "results.duckdb", limit=limit)
+    config = SweepConfig(
+        index_path=index_path,
+        questions_path=datasets_dir / DEMO_FILE,
+        store_path=workdir / "results.duckdb",
+        limit=limit,
+    )
     return sweep_task(config)

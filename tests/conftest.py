@@ -27,24 +27,46 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 TINY_DOCS = [
-    {"id": "K2", "title": "K2", "text": "K2 is the second-highest mountain on Earth, at 8,611 metres above sea level. "
-     "It lies in the Karakoram range."},
-    {"id": "Asia", "title": "Asia", "text": "Asia is the largest continent in the world by both land area and "
-     "population. It covers an area of more than 44 million square kilometres."},
-    {"id": "Liverpool", "title": "Liverpool", "text": "Liverpool is a port city in Merseyside, England. The Beatles "
-     "formed in Liverpool in 1960."},
-    {"id": "Paris", "title": "Paris", "text": "Paris is the capital and largest city of France. The Eiffel Tower "
-     "was completed in 1889."},
-    {"id": "Nile", "title": "Nile", "text": "The Nile is a major north-flowing river in northeastern Africa. It "
-     "flows into the Mediterranean Sea."},
+    {
+        "id": "K2",
+        "title": "K2",
+        "text": "K2 is the second-highest mountain on Earth, at 8,611 metres above sea level. "
+        "It lies in the Karakoram range.",
+    },
+    {
+        "id": "Asia",
+        "title": "Asia",
+        "text": "Asia is the largest continent in the world by both land area and "
+        "population. It covers an area of more than 44 million square kilometres.",
+    },
+    {
+        "id": "Liverpool",
+        "title": "Liverpool",
+        "text": "Liverpool is a port city in Merseyside, England. The Beatles formed in Liverpool in 1960.",
+    },
+    {
+        "id": "Paris",
+        "title": "Paris",
+        "text": "Paris is the capital and largest city of France. The Eiffel Tower was completed in 1889.",
+    },
+    {
+        "id": "Nile",
+        "title": "Nile",
+        "text": "The Nile is a major north-flowing river in northeastern Africa. It flows into the Mediterranean Sea.",
+    },
 ]
 
 TINY_QUESTIONS = [
     {"id": "q1", "question": "How high is K2?", "answers": ["8,611 metres", "8611 m"], "gold_doc_ids": ["K2"]},
     {"id": "q2", "question": "What is the largest continent?", "answers": ["Asia"], "gold_doc_ids": ["Asia"]},
     {"id": "q3", "question": "Where did the Beatles form?", "answers": ["Liverpool"], "gold_doc_ids": ["Liverpool"]},
-    {"id": "q4", "question": "When was the Eiffel Tower completed?", "answers": ["1887"], "gold_doc_ids": ["Paris"],
-     "answerable": False},
+    {
+        "id": "q4",
+        "question": "When was the Eiffel Tower completed?",
+        "answers": ["1887"],
+        "gold_doc_ids": ["Paris"],
+        "answerable": False,
+    },
 ]
 
 

@@ -47,8 +47,14 @@ class ExtractingGenerator:
         for p in prompts:
             m = re.search(r"\[1\] (?:[^:\n]+: )?([^.\n]*)", p)
             cached = count_words(self.prefix) if p.startswith(self.prefix) else 0
-            outs.append(Generation(text=m.group(1) if m else "I don't know", prompt_tokens=count_words(p),
-                                   cached_tokens=cached, ttft_s=0.001 * count_words(p)))
+            outs.append(
+                Generation(
+                    text=m.group(1) if m else "I don't know",
+                    prompt_tokens=count_words(p),
+                    cached_tokens=cached,
+                    ttft_s=0.001 * count_words(p),
+                )
+            )
         return outs
 
 
@@ -67,5 +73,6 @@ class HalvingCompressor:
         if self.fail_on and self.fail_on in question:
             raise ValueError("cannot compress this one")
         texts = [" ".join(p.split()[::2]) for p in passages]
-        return CompressionResult(texts=texts, tokens_in=sum(map(count_words, passages)),
-                                 tokens_out=sum(map(count_words, texts)), seconds=0.0)
+        return CompressionResult(
+            texts=texts, tokens_in=sum(map(count_words, passages)), tokens_out=sum(map(count_words, texts)), seconds=0.0
+        )

@@ -21,9 +21,11 @@ def run(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize(
     ("content", "expected"),
-    [(None, "corpus.jsonl: file not found"),
-     ('{"id": "a", "text": "ok"}\n{"id": "b", "text": \n', "corpus.jsonl:2: invalid JSON"),
-     ('{"id": "a", "text": "ok"}\n{"id": "a", "text": "again"}\n', "corpus.jsonl:2: duplicate document id 'a'")],
+    [
+        (None, "corpus.jsonl: file not found"),
+        ('{"id": "a", "text": "ok"}\n{"id": "b", "text": \n', "corpus.jsonl:2: invalid JSON"),
+        ('{"id": "a", "text": "ok"}\n{"id": "a", "text": "again"}\n', "corpus.jsonl:2: duplicate document id 'a'"),
+    ],
 )
 def test_bad_corpus_one_line_error_and_no_index(tmp_path: Path, content: str | None, expected: str) -> None:
     corpus = tmp_path / "corpus.jsonl"
@@ -39,8 +41,16 @@ def test_bad_corpus_one_line_error_and_no_index(tmp_path: Path, content: str | N
 def test_bad_question_file_one_line_error_and_no_store(tmp_path: Path, tiny_corpus: Path) -> None:
     questions = tmp_path / "q.jsonl"
     questions.write_text('{"id": "q1", "question": "?", "answers": ["a"]}\n{"id": "q2", "question": "?"}\n')
-    proc = run("sweep", "--index", str(tmp_path / "idx"), "--questions", str(questions),
-               "--store", str(tmp_path / "r.duckdb"), tmp=tmp_path)
+    proc = run(
+        "sweep",
+        "--index",
+        str(tmp_path / "idx"),
+        "--questions",
+        str(questions),
+        "--store",
+        str(tmp_path / "r.duckdb"),
+        tmp=tmp_path,
+    )
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "q.jsonl:2: field 'answers'" in lines[0], proc.stderr

@@ -33,8 +33,9 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     (work / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in picked))
 
     index_flow(work / "corpus.jsonl", work / "index.lancedb")
-    config = SweepConfig(index_path=work / "index.lancedb", questions_path=work / "questions.jsonl",
-                         store_path=work / "results.duckdb")
+    config = SweepConfig(
+        index_path=work / "index.lancedb", questions_path=work / "questions.jsonl", store_path=work / "results.duckdb"
+    )
     result = sweep_flow(config)
     return work / "results.duckdb", result.run_id
 
@@ -42,9 +43,11 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_one_ok_row_per_question_and_setting(stored: tuple[Path, str]) -> None:
     path, run_id = stored
     con = duckdb.connect(str(path), read_only=True)
-    n, distinct, ok = con.execute("SELECT count(*), count(DISTINCT (question_id, setting_hash)), "
-                                  "count(*) FILTER (WHERE status='ok') FROM samples WHERE run_id=?",
-                                  [run_id]).fetchone()
+    n, distinct, ok = con.execute(
+        "SELECT count(*), count(DISTINCT (question_id, setting_hash)), "
+        "count(*) FILTER (WHERE status='ok') FROM samples WHERE run_id=?",
+        [run_id],
+    ).fetchone()
     assert n == distinct == ok == N_QUESTIONS * 6
     assert con.execute("SELECT count(*) FROM v_leaderboard WHERE run_id=?", [run_id]).fetchone()[0] == 6
 
@@ -70,19 +73,22 @@ def test_warmed_prefix_is_served_from_cache(stored: tuple[Path, str]) -> None:
 
 def test_four_x_settings_realize_between_2_5_and_6(stored: tuple[Path, str]) -> None:
     con = duckdb.connect(str(stored[0]), read_only=True)
-    ratios = dict(con.execute("SELECT setting_name, realized_ratio FROM v_leaderboard "
-                              "WHERE target_ratio = 4").fetchall())
+    ratios = dict(
+        con.execute("SELECT setting_name, realized_ratio FROM v_leaderboard WHERE target_ratio = 4").fetchall()
+    )
     assert len(ratios) == 4
     assert all(2.5 <= r <= 6.0 for r in ratios.values()), ratios
-    none = con.execute("SELECT min(realized_ratio), max(realized_ratio) FROM samples "
-                       "WHERE compressor='none'").fetchone()
+    none = con.execute(
+        "SELECT min(realized_ratio), max(realized_ratio) FROM samples WHERE compressor='none'"
+    ).fetchone()
     assert none == (1.0, 1.0)
 
 
 def test_run_is_traceable(stored: tuple[Path, str]) -> None:
     con = duckdb.connect(str(stored[0]), read_only=True)
     status, versions, config_hash, corpus_sha = con.execute(
-        "SELECT status, package_versions, config_hash, corpus_sha256 FROM runs").fetchone()
+        "SELECT status, package_versions, config_hash, corpus_sha256 FROM runs"
+    ).fetchone()
     assert status == "ok"
     assert {"torch", "transformers", "llmlingua", "lancedb", "duckdb", "prefect"} <= set(json.loads(versions))
     assert len(config_hash) == 16 and len(corpus_sha) == 64

@@ -1,8 +1,10 @@
 from corpus.chunk import ChunkerConfig, SentenceChunker, split_sentences
 from corpus.models import Document
 
-TEXT = ("Alpha is first. Beta comes second in line. Gamma is third! Delta follows? Epsilon ends the list of "
-        "Greek letters here.")
+TEXT = (
+    "Alpha is first. Beta comes second in line. Gamma is third! Delta follows? Epsilon ends the list of "
+    "Greek letters here."
+)
 
 
 def test_split_sentences() -> None:

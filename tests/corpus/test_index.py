@@ -45,7 +45,7 @@ class ExplodingEmbedder(HashEmbedder):
 def test_failed_build_keeps_previous_index_and_leaves_no_temp(index: Path, tiny_corpus: Path) -> None:
     before = read_spec(index)
     with pytest.raises(RuntimeError, match="out of memory"):
-        build_index(load_documents(tiny_corpus), SentenceChunker(), ExplodingEmbedder(), index)
+        build_index(load_documents(tiny_corpus), SentenceChunker(), ExplodingEmbedder(), index, rebuild=True)
     assert read_spec(index) == before
     assert [p.name for p in index.parent.iterdir() if p.name.startswith(".")] == []
 
@@ -55,3 +55,14 @@ def test_failed_first_build_leaves_nothing(tmp_path: Path, tiny_corpus: Path) ->
     with pytest.raises(RuntimeError):
         build_index(load_documents(tiny_corpus), SentenceChunker(), ExplodingEmbedder(), target)
     assert list(tmp_path.glob("*new.lancedb*")) == []
+
+
+def test_same_corpus_and_spec_reuses_the_index(index: Path, tiny_corpus: Path) -> None:
+    docs = load_documents(tiny_corpus)
+    again = build_index(docs, SentenceChunker(), HashEmbedder(), index)
+    assert again.reused
+    changed = [docs[0].model_copy(update={"text": docs[0].text + " It was first climbed in 1954."}), *docs[1:]]
+    rebuilt = build_index(changed, SentenceChunker(), HashEmbedder(), index)
+    assert not rebuilt.reused
+    assert rebuilt.spec.corpus_sha256 != again.spec.corpus_sha256
+    assert read_spec(index) == rebuilt.spec

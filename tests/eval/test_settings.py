@@ -8,7 +8,8 @@ def test_default_grid_is_three_compressions_by_two_top_ks() -> None:
     settings = GridConfig().expand()
     assert len(settings) == 6
     assert {(s.compressor, s.target_ratio, s.top_k) for s in settings} == {
-        (c, r, k) for c, r in [("none", 1.0), ("llmlingua", 4.0), ("longllmlingua", 4.0)] for k in (3, 8)}
+        (c, r, k) for c, r in [("none", 1.0), ("llmlingua", 4.0), ("longllmlingua", 4.0)] for k in (3, 8)
+    }
     assert len({s.config_hash() for s in settings}) == 6
     assert len({s.name for s in settings}) == 6
 
@@ -20,8 +21,15 @@ def test_config_hash_is_stable_and_sensitive() -> None:
     assert Setting.model_validate_json(a.model_dump_json()) == a
 
 
-@pytest.mark.parametrize("kwargs", [{"top_k": 0}, {"top_k": 3, "compressor": "none", "target_ratio": 4.0},
-                                    {"top_k": 3, "compressor": "llmlingua"}, {"top_k": 3, "typo": 1}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"top_k": 0},
+        {"top_k": 3, "compressor": "none", "target_ratio": 4.0},
+        {"top_k": 3, "compressor": "llmlingua"},
+        {"top_k": 3, "typo": 1},
+    ],
+)
 def test_invalid_settings_are_rejected(kwargs: dict) -> None:
     with pytest.raises(ValidationError):
         Setting(**kwargs)

@@ -9,22 +9,46 @@ from eval.store import SCHEMA_VERSION, DuckDBStore, RunRow, SampleRow, columns
 
 
 def _run(run_id: str = "r1") -> RunRow:
-    return RunRow(run_id=run_id, started_at=dt.datetime.now(dt.UTC), status="running", config_json="{}",
-                  config_hash="h", package_versions="{}", questions_path="q.jsonl", questions_sha256="s",
-                  index_path="i", n_questions=2, n_settings=1)
+    return RunRow(
+        run_id=run_id,
+        started_at=dt.datetime.now(dt.UTC),
+        status="running",
+        config_json="{}",
+        config_hash="h",
+        package_versions="{}",
+        questions_path="q.jsonl",
+        questions_sha256="s",
+        index_path="i",
+        n_questions=2,
+        n_settings=1,
+    )
 
 
 def _sample(qid: str, **kw: object) -> SampleRow:
-    base = dict(run_id="r1", setting_hash="sh", setting_name="none-k3-dense", setting_json="{}", question_id=qid,
-                question="?", answerable=True, gold_answers='["a"]', top_k=3, reranker="dense", compressor="none",
-                target_ratio=1.0, context_chunk_ids="[]", status="ok")
+    base = dict(
+        run_id="r1",
+        setting_hash="sh",
+        setting_name="none-k3-dense",
+        setting_json="{}",
+        question_id=qid,
+        question="?",
+        answerable=True,
+        gold_answers='["a"]',
+        top_k=3,
+        reranker="dense",
+        compressor="none",
+        target_ratio=1.0,
+        context_chunk_ids="[]",
+        status="ok",
+    )
     return SampleRow(**(base | kw))
 
 
 def test_tables_follow_row_models_and_schema_is_versioned(tmp_path: Path) -> None:
     store = DuckDBStore(tmp_path / "r.duckdb")
-    cols = store.con.execute("SELECT column_name FROM information_schema.columns WHERE table_name='samples' "
-                             "ORDER BY ordinal_position").fetchall()
+    cols = store.con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name='samples' ORDER BY ordinal_position"
+    ).fetchall()
     assert [c[0] for c in cols] == [n for n, _ in columns(SampleRow)]
     assert store.con.execute("SELECT max(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
 
@@ -54,10 +78,12 @@ def test_failed_insert_rolls_back_the_whole_batch(tmp_path: Path) -> None:
 def test_missing_values_are_null_and_leaderboard_ignores_them(tmp_path: Path) -> None:
     store = DuckDBStore(tmp_path / "r.duckdb")
     store.start_run(_run())
-    store.add_samples([
-        _sample("q1", answer_contains=1.0, ttft_s=0.2, context_tokens_in=100, context_tokens_out=25),
-        _sample("q2", status="failed", error="compress: boom"),
-    ])
+    store.add_samples(
+        [
+            _sample("q1", answer_contains=1.0, ttft_s=0.2, context_tokens_in=100, context_tokens_out=25),
+            _sample("q2", status="failed", error="compress: boom"),
+        ]
+    )
     (n_null,) = store.con.execute("SELECT count(*) FROM samples WHERE answer_contains IS NULL").fetchone()
     assert n_null == 1
     [row] = store.leaderboard("r1")
@@ -77,7 +103,11 @@ def test_store_opens_in_the_duckdb_shell(tmp_path: Path) -> None:
     store.start_run(_run())
     store.add_samples([_sample("q1", answer_contains=1.0)])
     store.close()
-    proc = subprocess.run([str(shell), "-csv", str(tmp_path / "r.duckdb"),
-                           "select setting_name, n from v_leaderboard"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(shell), "-csv", str(tmp_path / "r.duckdb"), "select setting_name, n from v_leaderboard"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["setting_name,n", "none-k3-dense,1"]

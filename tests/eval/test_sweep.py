@@ -23,18 +23,27 @@ from tests.fakes import ExtractingGenerator, HalvingCompressor, count_words
 def setup(tmp_path: Path, tiny_corpus: Path, tiny_questions: Path):  # noqa: ANN201
     index = tmp_path / "idx.lancedb"
     build_index(load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), index)
-    config = SweepConfig(index_path=index, questions_path=tiny_questions, store_path=tmp_path / "r.duckdb",
-                         embedder="hash", retrieve_n=4,
-                         grid=GridConfig(compressions=[CompressionSpec(),
-                                                       CompressionSpec(compressor="halving", target_ratio=2.0)],
-                                         top_ks=[1, 3]))
+    config = SweepConfig(
+        index_path=index,
+        questions_path=tiny_questions,
+        store_path=tmp_path / "r.duckdb",
+        embedder="hash",
+        retrieve_n=4,
+        grid=GridConfig(
+            compressions=[CompressionSpec(), CompressionSpec(compressor="halving", target_ratio=2.0)], top_ks=[1, 3]
+        ),
+    )
     embedder = HashEmbedder()
 
     def components(generator: ExtractingGenerator | None = None, halving: HalvingCompressor | None = None):  # noqa: ANN202
-        return Components(embedder=embedder, retriever=LanceRetriever(index, embedder),
-                          rerankers={"dense": DenseReranker(embedder)},
-                          compressors={"none": NoCompressor(count_words), "halving": halving or HalvingCompressor()},
-                          generator=generator or ExtractingGenerator())
+        return Components(
+            embedder=embedder,
+            retriever=LanceRetriever(index, embedder),
+            rerankers={"dense": DenseReranker(embedder)},
+            compressors={"none": NoCompressor(count_words), "halving": halving or HalvingCompressor()},
+            generator=generator or ExtractingGenerator(),
+        )
+
     return config, components
 
 
@@ -43,14 +52,18 @@ def test_one_row_per_question_and_setting_with_scores(setup) -> None:  # noqa: A
     comps = components()
     result = run_sweep(config, comps)
     con = duckdb.connect(result.store_path)
-    assert con.execute("SELECT count(*), count(DISTINCT (question_id, setting_hash)) FROM samples").fetchone() == (16, 16)
+    assert con.execute("SELECT count(*), count(DISTINCT (question_id, setting_hash)) FROM samples").fetchone() == (
+        16,
+        16,
+    )
     assert con.execute("SELECT count(*) FROM samples WHERE status = 'ok'").fetchone()[0] == 16
     lo, hi = con.execute("SELECT min(answer_token_recall), max(context_answer_recall) FROM samples").fetchone()
     assert 0.0 <= lo and hi <= 1.0
     assert con.execute("SELECT status, n_questions, n_settings FROM runs").fetchone() == ("ok", 4, 4)
     # The fake answers with the first passage's first clause: right for Asia.
-    assert con.execute("SELECT bool_and(answer_contains = 1) FROM samples WHERE question_id='q2' "
-                       "AND compressor='none'").fetchone()[0]
+    assert con.execute(
+        "SELECT bool_and(answer_contains = 1) FROM samples WHERE question_id='q2' AND compressor='none'"
+    ).fetchone()[0]
     # Rerank once per question, shared by all four settings; one generation batch per setting.
     assert comps.rerankers["dense"].calls == 4
     assert len(comps.generator.batches) == 4
@@ -64,8 +77,9 @@ def test_failed_compression_is_a_failed_row_not_a_gap(setup) -> None:  # noqa: A
     config, components = setup
     result = run_sweep(config, components(halving=HalvingCompressor(fail_on="K2")))
     con = duckdb.connect(result.store_path)
-    rows = con.execute("SELECT status, error, answer_contains FROM samples WHERE question_id='q1' "
-                       "AND compressor='halving'").fetchall()
+    rows = con.execute(
+        "SELECT status, error, answer_contains FROM samples WHERE question_id='q1' AND compressor='halving'"
+    ).fetchall()
     assert rows == [("failed", "compress: cannot compress this one", None)] * 2
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == 16
 
