@@ -1,16 +1,28 @@
-"""Chunking documents into retrievable pieces at sentence boundaries."""
+"""Token-aware chunking that prefers paragraph and sentence boundaries and keeps character spans."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from corpus.models import Chunk, Document
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[])")
+_ABBREVIATION = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|Prof|vs|etc|No|Mt|Inc|Ltd|Co|e\.g|i\.e)|\b[A-Z])\.$")
+_PARAGRAPH = re.compile(r"\S(?:.*?\S)?(?=\s*\n\s*\n|\s*$)", re.S)
+_WORD = re.compile(r"\S+")
+
+TokenCounter = Callable[[Sequence[str]], list[int]]
+"""Counts tokens of many texts at once (the embedder's own tokenizer)."""
+
+
+def count_words(texts: Sequence[str]) -> list[int]:
+    """Fallback token counter: whitespace words."""
+    return [len(t.split()) for t in texts]
 
 
 class ChunkerConfig(BaseModel):
@@ -18,10 +30,18 @@ class ChunkerConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_words: int = Field(default=180, ge=8)
-    """Upper bound on words per chunk; a longer sentence becomes its own chunk."""
-    overlap_sentences: int = Field(default=0, ge=0)
-    """Sentences repeated at the start of the next chunk."""
+    max_tokens: int = Field(default=200, ge=4)
+    """Upper bound on embedder tokens per chunk text (a longer sentence is split at words)."""
+    overlap_tokens: int = Field(default=0, ge=0)
+    """Trailing sentences (up to this many tokens) repeated at the start of the next chunk."""
+    paragraph_fill: float = Field(default=0.5, ge=0.0, le=1.0)
+    """End a chunk at a paragraph break once it holds this share of `max_tokens`."""
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> ChunkerConfig:
+        if self.overlap_tokens >= self.max_tokens:
+            raise ValueError("overlap_tokens must be smaller than max_tokens")
+        return self
 
 
 class Chunker(Protocol):
@@ -32,39 +52,107 @@ class Chunker(Protocol):
     def chunk(self, docs: Iterable[Document]) -> Iterator[Chunk]: ...
 
 
+@dataclass(frozen=True)
+class _Unit:
+    start: int
+    end: int
+    tokens: int
+    paragraph_end: bool
+
+
 def split_sentences(text: str) -> list[str]:
-    """Split on sentence-final punctuation followed by a capital or digit (good enough for prose)."""
-    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+    """Sentences of a text (punctuation followed by a capital, digit or quote starts a new one)."""
+    return [text[s:e] for s, e, _ in sentence_spans(text)]
+
+
+def sentence_spans(text: str) -> list[tuple[int, int, bool]]:
+    """(start, end, ends_paragraph) of each sentence, as character offsets into `text`."""
+    spans: list[tuple[int, int, bool]] = []
+    for para in _PARAGRAPH.finditer(text):
+        start = para.start()
+        pieces = []
+        for m in _SENTENCE_END.finditer(para.group()):
+            if _ABBREVIATION.search(para.group()[: m.start()]):
+                continue  # "Dr. Who", "J. D. Drew": not a sentence end
+            pieces.append((start, para.start() + m.start() + len(m.group().rstrip())))
+            start = para.start() + m.end()
+        pieces.append((start, para.end()))
+        for i, (s, e) in enumerate(pieces):
+            s += len(text[s:e]) - len(text[s:e].lstrip())
+            if e > s:
+                spans.append((s, e, i == len(pieces) - 1))
+    return spans
 
 
 class SentenceChunker:
-    """Packs whole sentences into chunks of at most `max_words` words."""
+    """Packs whole sentences into chunks of at most `max_tokens`, breaking at paragraphs when full enough."""
 
-    def __init__(self, config: ChunkerConfig | None = None) -> None:
+    def __init__(self, config: ChunkerConfig | None = None, count_tokens: TokenCounter = count_words) -> None:
         self.config = config or ChunkerConfig()
+        self.count = count_tokens
 
     def chunk(self, docs: Iterable[Document]) -> Iterator[Chunk]:
         for doc in docs:
-            for position, text in enumerate(self._pieces(doc.text)):
+            for position, (start, end) in enumerate(self.spans(doc.text)):
+                text = doc.text[start:end]
                 yield Chunk(
                     id=Chunk.make_id(doc.id, position, text),
                     doc_id=doc.id,
                     title=doc.title,
                     position=position,
+                    char_start=start,
+                    char_end=end,
                     text=text,
                 )
 
-    def _pieces(self, text: str) -> Iterator[str]:
-        sentences = split_sentences(text)
-        current: list[str] = []
-        words = 0
-        for sentence in sentences:
-            n = len(sentence.split())
-            if current and words + n > self.config.max_words:
-                yield " ".join(current)
-                keep = current[-self.config.overlap_sentences :] if self.config.overlap_sentences else []
-                current, words = list(keep), sum(len(s.split()) for s in keep)
-            current.append(sentence)
-            words += n
-        if current:
-            yield " ".join(current)
+    def _units(self, text: str) -> list[_Unit]:
+        spans = sentence_spans(text)
+        counts = self.count([text[s:e] for s, e, _ in spans]) if spans else []
+        units: list[_Unit] = []
+        for (s, e, para_end), n in zip(spans, counts, strict=True):
+            if n <= self.config.max_tokens:
+                units.append(_Unit(s, e, n, para_end))
+                continue
+            # A sentence longer than a chunk: cut it into word windows that fit.
+            words = [(m.start() + s, m.end() + s) for m in _WORD.finditer(text[s:e])]
+            word_tokens = self.count([text[a:b] for a, b in words])
+            i = 0
+            while i < len(words):
+                j, total = i, 0
+                while j < len(words) and (j == i or total + word_tokens[j] <= self.config.max_tokens):
+                    total += word_tokens[j]
+                    j += 1
+                units.append(_Unit(words[i][0], words[j - 1][1], total, para_end and j == len(words)))
+                i = j
+        return units
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) character spans of the chunks of `text`."""
+        cfg = self.config
+        out: list[tuple[int, int]] = []
+        current: list[_Unit] = []
+
+        def emit() -> None:
+            nonlocal current
+            if not current:
+                return
+            out.append((current[0].start, current[-1].end))
+            tail: list[_Unit] = []
+            for unit in reversed(current[1:]):  # never carry the whole chunk: each chunk must advance
+                if sum(u.tokens for u in tail) + unit.tokens > cfg.overlap_tokens:
+                    break
+                tail.insert(0, unit)
+            current = tail
+
+        for unit in self._units(text):
+            if current and sum(u.tokens for u in current) + unit.tokens > cfg.max_tokens:
+                emit()
+                while current and sum(u.tokens for u in current) + unit.tokens > cfg.max_tokens:
+                    current.pop(0)
+            current.append(unit)
+            if unit.paragraph_end and sum(u.tokens for u in current) >= cfg.paragraph_fill * cfg.max_tokens:
+                emit()
+                current = []
+        if current and (not out or current[-1].end > out[-1][1]):
+            out.append((current[0].start, current[-1].end))
+        return out

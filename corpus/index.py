@@ -1,57 +1,76 @@
-"""Writing and opening the LanceDB chunk index; the build spec lives in the table's metadata."""
+"""The LanceDB chunk index: incremental sync, build spec in the table's metadata, consistent versions."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.chunk import Chunker
 from corpus.embed import Embedder
 from corpus.errors import CribsheetError
 from corpus.models import Chunk, Document
+from corpus.sources import Skipped
 
 TABLE = "chunks"
 SPEC_KEY = b"cribsheet.index_spec"
+INDEX_FORMAT = 2
+REPORT_FILE = "cribsheet-index-report.json"
 
 
 class IndexSpec(BaseModel):
-    """How an index was built; a query with a different embedder is refused."""
+    """How an index is built; a change means a full rebuild, a query with another embedder is refused."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     embedder: str
     dim: int
-    chunker: dict[str, object]
-    corpus_sha256: str
-    """sha256 over the ids and texts of the documents, in order."""
-    n_documents: int
-    n_chunks: int
+    chunker: dict[str, Any]
+    format: int = INDEX_FORMAT
+
+
+class IndexOptions(BaseModel):
+    """Knobs of the index writer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch_chunks: int = Field(default=2048, ge=1)
+    """Chunks embedded and committed together (one LanceDB version per batch)."""
+    ann_threshold: int = Field(default=100_000, ge=1)
+    """Build an approximate vector index once the table holds this many chunks (below, exact search)."""
+    ann_index_type: str = "IVF_PQ"
+    rebuild: bool = False
+    """Rebuild from scratch even when the spec is unchanged."""
 
 
 class IndexReport(BaseModel):
-    """What `build_index` did."""
+    """What a sync did, by document, plus everything that was skipped and why."""
 
     path: str
     spec: IndexSpec
-    seconds: float
     version: int
-    reused: bool = False
-    """True when an index with the same spec (corpus hash, embedder, chunker) was already in place."""
+    seconds: float
+    rebuilt: bool
+    added: int = 0
+    changed: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    chunks_written: int = 0
+    n_documents: int = 0
+    n_chunks: int = 0
+    ann_index: bool = False
+    skipped: list[Skipped] = Field(default_factory=list)
 
-
-def corpus_digest(docs: Sequence[Document]) -> str:
-    """Content hash of a corpus, recorded in the index and in every run that reads it."""
-    h = hashlib.sha256()
-    for d in docs:
-        h.update(f"{d.id}\x1f{d.title}\x1f{d.text}\x1e".encode())
-    return h.hexdigest()
+    @property
+    def reused(self) -> bool:
+        """True when nothing had to be written."""
+        return not (self.rebuilt or self.added or self.changed or self.deleted)
 
 
 def indexed_text(chunk: Chunk) -> str:
@@ -59,90 +78,206 @@ def indexed_text(chunk: Chunk) -> str:
     return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
 
 
-def build_index(
-    docs: Sequence[Document],
-    chunker: Chunker,
-    embedder: Embedder,
-    path: Path,
-    batch_size: int = 2048,
-    progress: Callable[[int, int], None] | None = None,
-    rebuild: bool = False,
-) -> IndexReport:
-    """Chunk, embed and write a fresh LanceDB index at `path`, replacing any old one only on success.
-
-    The table is written into a sibling temporary folder and moved into place at the end, so a
-    crash or bad input leaves the previous index (or nothing) behind, never a half table. An index
-    already built from the same corpus with the same embedder and chunker is kept unless `rebuild`.
-    """
-    import lancedb  # heavy: keep inside
+def _schema(spec: IndexSpec) -> Any:
     import pyarrow as pa
 
-    started = time.perf_counter()
-    chunks = list(chunker.chunk(docs))
-    if not chunks:
-        raise CribsheetError("the corpus produced no chunks")
-    spec = IndexSpec(
-        embedder=embedder.name,
-        dim=embedder.dim,
-        chunker=chunker.config.model_dump(),
-        corpus_sha256=corpus_digest(docs),
-        n_documents=len(docs),
-        n_chunks=len(chunks),
-    )
-    schema = pa.schema(
+    return pa.schema(
         [
             pa.field("chunk_id", pa.string()),
             pa.field("doc_id", pa.string()),
+            pa.field("doc_hash", pa.string()),
             pa.field("title", pa.string()),
             pa.field("position", pa.int32()),
+            pa.field("char_start", pa.int32()),
+            pa.field("char_end", pa.int32()),
             pa.field("text", pa.string()),
             pa.field("content", pa.string()),
-            pa.field("vector", pa.list_(pa.float32(), embedder.dim)),
+            pa.field("metadata", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), spec.dim)),
         ],
         metadata={SPEC_KEY: spec.model_dump_json().encode()},
     )
+
+
+def _sql_list(values: Iterable[str]) -> str:
+    return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+
+
+def sync_index(
+    docs: Iterable[Document],
+    chunker: Chunker,
+    embedder: Embedder,
+    path: Path,
+    options: IndexOptions | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    skipped: Sequence[Skipped] = (),
+) -> IndexReport:
+    """Bring the index at `path` in line with `docs`: embed only new or changed documents, drop deleted ones.
+
+    A first build (or a changed embedder/chunker, or `rebuild`) writes a fresh table in a temporary
+    sibling folder and moves it into place when complete. An incremental sync commits each batch with one
+    atomic merge (a document's old chunks are replaced in the same commit that adds its new ones), so every
+    LanceDB version is readable and each document in it is entirely old or entirely new; a crash leaves
+    the previous versions intact and the next sync picks up where it stopped.
+    """
+    opts = options or IndexOptions()
+    spec = IndexSpec(embedder=embedder.name, dim=embedder.dim, chunker=chunker.config.model_dump())
+    started = time.perf_counter()
     path = Path(path)
-    if not rebuild and path.exists():
-        try:
-            if read_spec(path) == spec:
-                version = open_table(path).version
-                return IndexReport(
-                    path=str(path), spec=spec, seconds=time.perf_counter() - started, version=version, reused=True
-                )
-        except CribsheetError:
-            pass  # unreadable or foreign: rebuild it
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    full = opts.rebuild or not path.exists() or _existing_spec(path) != spec
+    target = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}") if full else path
     try:
-        db = lancedb.connect(str(tmp))
-        table = db.create_table(TABLE, schema=schema)
-        for start in range(0, len(chunks), batch_size):
-            batch = chunks[start : start + batch_size]
-            texts = [indexed_text(c) for c in batch]
-            vectors = embedder.embed_documents(texts)
-            table.add(
-                pa.Table.from_pydict(
-                    {
-                        "chunk_id": [c.id for c in batch],
-                        "doc_id": [c.doc_id for c in batch],
-                        "title": [c.title for c in batch],
-                        "position": [c.position for c in batch],
-                        "text": [c.text for c in batch],
-                        "content": texts,
-                        "vector": [v.astype("float32").tolist() for v in vectors],
-                    },
-                    schema=schema,
-                )
-            )
-            if progress:
-                progress(min(start + batch_size, len(chunks)), len(chunks))
-        table.create_fts_index("content", use_tantivy=False, replace=True)
-        version = table.version
-        _swap_into_place(tmp, path)
+        report = _sync(docs, chunker, embedder, target, spec, opts, full, progress)
+        if full:
+            _swap_into_place(target, path)
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return IndexReport(path=str(path), spec=spec, seconds=time.perf_counter() - started, version=version)
+        if full and target.exists():
+            shutil.rmtree(target, ignore_errors=True)
+    report = report.model_copy(
+        update={"path": str(path), "seconds": time.perf_counter() - started, "skipped": list(skipped)}
+    )
+    (path / REPORT_FILE).write_text(report.model_dump_json(indent=2))
+    return report
+
+
+def _existing_spec(path: Path) -> IndexSpec | None:
+    try:
+        return read_spec(path)
+    except CribsheetError:
+        return None
+
+
+def _sync(
+    docs: Iterable[Document],
+    chunker: Chunker,
+    embedder: Embedder,
+    path: Path,
+    spec: IndexSpec,
+    opts: IndexOptions,
+    full: bool,
+    progress: Callable[[int, int], None] | None,
+) -> IndexReport:
+    import lancedb
+
+    db = lancedb.connect(str(path))
+    schema = _schema(spec)
+    table = db.create_table(TABLE, schema=schema) if full else db.open_table(TABLE)
+    existing = {} if full else _doc_hashes(table)
+    counts: dict[str, int] = {"added": 0, "changed": 0, "unchanged": 0, "chunks_written": 0}
+    seen: set[str] = set()
+    pending: list[tuple[Document, str]] = []
+    pending_chunks = 0
+
+    def flush() -> None:
+        nonlocal pending, pending_chunks
+        if pending:
+            counts["chunks_written"] += _write_batch(table, schema, pending, chunker, embedder, existing)
+        pending, pending_chunks = [], 0
+
+    for n, doc in enumerate(docs, start=1):
+        if doc.id in seen:
+            raise CribsheetError(f"duplicate document id '{doc.id}' in the corpus stream")
+        seen.add(doc.id)
+        digest = doc.content_hash()
+        old = existing.get(doc.id)
+        if old == digest:
+            counts["unchanged"] += 1
+        else:
+            counts["added" if old is None else "changed"] += 1
+            pending.append((doc, digest))
+            pending_chunks += 1 + len(doc.text) // 1000  # rough: flush by size, not only by count
+            if pending_chunks >= opts.batch_chunks:
+                flush()
+        if progress and n % 100 == 0:
+            progress(n, 0)
+    flush()
+    gone = sorted(set(existing) - seen)
+    for i in range(0, len(gone), 500):
+        table.delete(f"doc_id IN ({_sql_list(gone[i : i + 500])})")
+    if progress:
+        progress(len(seen), len(seen))
+    if not seen:
+        raise CribsheetError("the corpus has no usable documents (see the skipped list)")
+    n_chunks = table.count_rows()
+    if full or counts["added"] or counts["changed"] or gone:
+        _refresh_indices(table, n_chunks, opts)
+    has_ann = _has_vector_index(table)
+    return IndexReport(
+        path=str(path),
+        spec=spec,
+        version=table.version,
+        seconds=0.0,
+        rebuilt=full,
+        deleted=len(gone),
+        n_documents=len(seen),
+        n_chunks=n_chunks,
+        ann_index=has_ann,
+        added=counts["added"],
+        changed=counts["changed"],
+        unchanged=counts["unchanged"],
+        chunks_written=counts["chunks_written"],
+    )
+
+
+def _doc_hashes(table: Any) -> dict[str, str]:
+    n = table.count_rows()
+    if n == 0:
+        return {}
+    rows = table.search().select(["doc_id", "doc_hash"]).limit(n).to_arrow()
+    return dict(zip(rows.column("doc_id").to_pylist(), rows.column("doc_hash").to_pylist(), strict=True))
+
+
+def _write_batch(
+    table: Any,
+    schema: Any,
+    batch: list[tuple[Document, str]],
+    chunker: Chunker,
+    embedder: Embedder,
+    existing: dict[str, str],
+) -> int:
+    import numpy as np
+    import pyarrow as pa
+
+    chunks: list[tuple[Chunk, Document, str]] = []
+    for doc, digest in batch:
+        chunks.extend((c, doc, digest) for c in chunker.chunk([doc]))
+    texts = [indexed_text(c) for c, _, _ in chunks]
+    vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32).reshape(len(chunks), embedder.dim)
+    data = pa.Table.from_arrays(
+        [
+            pa.array([c.id for c, _, _ in chunks]),
+            pa.array([c.doc_id for c, _, _ in chunks]),
+            pa.array([h for _, _, h in chunks]),
+            pa.array([c.title for c, _, _ in chunks]),
+            pa.array([c.position for c, _, _ in chunks], pa.int32()),
+            pa.array([c.char_start for c, _, _ in chunks], pa.int32()),
+            pa.array([c.char_end for c, _, _ in chunks], pa.int32()),
+            pa.array([c.text for c, _, _ in chunks]),
+            pa.array(texts),
+            pa.array([json.dumps(d.metadata, sort_keys=True, default=str) for _, d, _ in chunks]),
+            pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), embedder.dim),
+        ],
+        schema=schema,
+    )
+    replaced = [doc.id for doc, _ in batch if doc.id in existing]
+    merge = table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all()
+    if replaced:  # old chunks of changed documents go in the same commit as their new chunks
+        merge = merge.when_not_matched_by_source_delete(f"doc_id IN ({_sql_list(replaced)})")
+    merge.execute(data)
+    return len(chunks)
+
+
+def _refresh_indices(table: Any, n_chunks: int, opts: IndexOptions) -> None:
+    names = {str(getattr(ix, "index_type", "")) for ix in table.list_indices()}
+    if "FTS" not in names:
+        table.create_fts_index("content", use_tantivy=False, replace=True)
+    if n_chunks >= opts.ann_threshold and not _has_vector_index(table):
+        table.create_index(metric="cosine", vector_column_name="vector", index_type=opts.ann_index_type)
+    table.optimize()  # folds new rows into the FTS/ANN indices and compacts small fragments
+
+
+def _has_vector_index(table: Any) -> bool:
+    return any("vector" in getattr(ix, "columns", []) for ix in table.list_indices())
 
 
 def _swap_into_place(tmp: Path, path: Path) -> None:
@@ -160,11 +295,14 @@ def read_spec(path: Path) -> IndexSpec:
     meta = table.schema.metadata or {}
     if SPEC_KEY not in meta:
         raise CribsheetError(f"{path}: table '{TABLE}' has no cribsheet build spec; rebuild it with `cribsheet index`")
-    return IndexSpec.model_validate(json.loads(meta[SPEC_KEY]))
+    try:
+        return IndexSpec.model_validate(json.loads(meta[SPEC_KEY]))
+    except ValueError:
+        raise CribsheetError(f"{path}: index written by another cribsheet version; rebuild with --rebuild") from None
 
 
-def open_table(path: Path):  # type: ignore[no-untyped-def]
-    """Open the chunk table at `path` with a clear error when there is none."""
+def open_table(path: Path, version: int | None = None) -> Any:
+    """Open the chunk table at `path` (optionally pinned at `version`) with a clear error when there is none."""
     import lancedb
 
     path = Path(path)
@@ -172,6 +310,9 @@ def open_table(path: Path):  # type: ignore[no-untyped-def]
         raise CribsheetError(f"{path}: no index here; build one with `cribsheet index`")
     db = lancedb.connect(str(path))
     try:
-        return db.open_table(TABLE)
+        table = db.open_table(TABLE)
     except (ValueError, FileNotFoundError) as exc:
         raise CribsheetError(f"{path}: no table '{TABLE}' ({exc}); rebuild with `cribsheet index`") from None
+    if version is not None:
+        table.checkout(version)
+    return table

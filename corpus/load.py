@@ -51,14 +51,10 @@ def read_jsonl(path: Path, model: type[M]) -> Iterator[tuple[int, M]]:
 
 
 def load_documents(path: Path) -> list[Document]:
-    """Load a JSONL corpus (`id`, `text`, optional `title`); duplicate ids and empty files are errors."""
-    docs: list[Document] = []
-    seen: dict[str, int] = {}
-    for lineno, doc in read_jsonl(path, Document):
-        if doc.id in seen:
-            raise InputFileError(path, f"duplicate document id '{doc.id}' (first on line {seen[doc.id]})", lineno)
-        seen[doc.id] = lineno
-        docs.append(doc)
+    """All documents of a JSONL/Parquet file or folder (small corpora and tests; indexing streams instead)."""
+    from corpus.sources import SkipLog, SourceConfig, iter_documents
+
+    docs = list(iter_documents(SourceConfig(path=path), SkipLog()))
     if not docs:
-        raise InputFileError(path, "no documents in file")
+        raise InputFileError(path, "no documents in corpus")
     return docs

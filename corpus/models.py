@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,6 +20,13 @@ class Document(BaseModel):
     """Plain text of the document."""
     title: str = ""
     """Human title, prepended to every chunk so a chunk reads on its own."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Extra fields kept from the source (JSON-serialisable)."""
+
+    def content_hash(self) -> str:
+        """sha256 of everything indexed from this document: a changed hash means re-embed it."""
+        payload = json.dumps([self.title, self.text, self.metadata], sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()
 
 
 class Chunk(BaseModel):
@@ -31,6 +40,10 @@ class Chunk(BaseModel):
     title: str
     position: int
     """Index of the chunk inside its document (0-based)."""
+    char_start: int = 0
+    """Offset of the chunk's first character in the document text."""
+    char_end: int = 0
+    """Offset one past the chunk's last character; text == document.text[char_start:char_end]."""
     text: str
 
     @staticmethod

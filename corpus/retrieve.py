@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, get_args
 
 from corpus.embed import Embedder
 from corpus.errors import CribsheetError
@@ -11,18 +12,23 @@ from corpus.index import IndexSpec, open_table, read_spec
 from corpus.models import Hit
 
 RetrievalMode = Literal["hybrid", "vector", "fts"]
+RETRIEVAL_MODES: tuple[str, ...] = get_args(RetrievalMode)
+_COLUMNS = ["chunk_id", "doc_id", "title", "text"]
 
 
 class Retriever(Protocol):
     """Returns the top-n chunks for a question, best first."""
 
-    def retrieve(self, question: str, n: int) -> list[Hit]: ...
+    def retrieve(self, question: str, n: int, mode: RetrievalMode = "hybrid") -> list[Hit]: ...
 
 
 class LanceRetriever:
-    """Retriever over an index built by `corpus.index.build_index`."""
+    """Retriever over an index written by `corpus.index.sync_index`, pinned to one table version.
 
-    def __init__(self, path: Path, embedder: Embedder, mode: RetrievalMode = "hybrid") -> None:
+    Pinning gives a sweep a consistent snapshot even while a nightly re-index commits new versions.
+    """
+
+    def __init__(self, path: Path, embedder: Embedder, version: int | None = None) -> None:
         self.spec: IndexSpec = read_spec(path)
         if (self.spec.embedder, self.spec.dim) != (embedder.name, embedder.dim):
             raise CribsheetError(
@@ -30,30 +36,40 @@ class LanceRetriever:
                 f"query embedder is '{embedder.name}' ({embedder.dim}-d); re-index or use the same embedder"
             )
         self.table = open_table(path)
-        self.version: int = self.table.version
+        self.version: int = version if version is not None else self.table.version
+        self.table.checkout(self.version)
         self.embedder = embedder
-        self.mode = mode
 
-    def retrieve(self, question: str, n: int) -> list[Hit]:
+    def corpus_digest(self) -> str:
+        """sha256 over the (document id, content hash) pairs of the pinned version."""
+        n = self.table.count_rows()
+        rows = self.table.search().select(["doc_id", "doc_hash"]).limit(max(n, 1)).to_arrow()
+        pairs = sorted(set(zip(rows.column("doc_id").to_pylist(), rows.column("doc_hash").to_pylist(), strict=True)))
+        h = hashlib.sha256()
+        for doc_id, doc_hash in pairs:
+            h.update(f"{doc_id}\x1f{doc_hash}\x1e".encode())
+        return h.hexdigest()
+
+    def retrieve(self, question: str, n: int, mode: RetrievalMode = "hybrid") -> list[Hit]:
         from lancedb.rerankers import RRFReranker
 
-        cols = ["chunk_id", "doc_id", "title", "text"]
-        if self.mode == "vector":
-            q = self.table.search(self.embedder.embed_query(question).tolist()).select(cols).limit(n)
-            rows, key, sign = q.to_list(), "_distance", -1.0
-        elif self.mode == "fts":
-            q = self.table.search(question, query_type="fts").select(cols).limit(n)
-            rows, key, sign = q.to_list(), "_score", 1.0
-        else:
+        if mode == "vector":
+            q = self.table.search(self.embedder.embed_query(question).tolist()).select([*_COLUMNS, "_distance"])
+            rows, key, sign = q.limit(n).to_list(), "_distance", -1.0
+        elif mode == "fts":
+            q = self.table.search(question, query_type="fts").select([*_COLUMNS, "_score"])
+            rows, key, sign = q.limit(n).to_list(), "_score", 1.0
+        elif mode == "hybrid":
             q = (
                 self.table.search(query_type="hybrid")
                 .vector(self.embedder.embed_query(question).tolist())
                 .text(question)
-                .select(cols)
+                .select(_COLUMNS)
                 .rerank(RRFReranker())
-                .limit(n)
             )
-            rows, key, sign = q.to_list(), "_relevance_score", 1.0
+            rows, key, sign = q.limit(n).to_list(), "_relevance_score", 1.0
+        else:
+            raise CribsheetError(f"unknown retrieval mode '{mode}'; known: {', '.join(RETRIEVAL_MODES)}")
         return [
             Hit(
                 chunk_id=r["chunk_id"], doc_id=r["doc_id"], title=r["title"], text=r["text"], score=sign * float(r[key])

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+RetrievalMode = Literal["hybrid", "vector", "fts"]
+
 
 def stable_hash(model: BaseModel, length: int = 16) -> str:
     """sha256 of a model's canonical JSON: the same config gives the same hash in every process."""
@@ -24,6 +26,8 @@ class Setting(BaseModel):
 
     top_k: int = Field(ge=1)
     """Chunks kept after reranking."""
+    retrieval: RetrievalMode = "hybrid"
+    """Candidate retrieval: vector + full-text fused by reciprocal rank, or one of them alone."""
     reranker: str = "dense"
     """Registered reranker name."""
     compressor: str = "none"
@@ -43,7 +47,7 @@ class Setting(BaseModel):
     def name(self) -> str:
         """Readable unique name, e.g. `llmlingua-4x-k8`."""
         comp = "none" if self.compressor == "none" else f"{self.compressor}-{self.target_ratio:g}x"
-        return f"{comp}-k{self.top_k}-{self.reranker}"
+        return f"{comp}-k{self.top_k}-{self.retrieval}-{self.reranker}"
 
     def config_hash(self) -> str:
         """Stable hash of this setting."""
@@ -73,12 +77,13 @@ class GridConfig(BaseModel):
     )
     top_ks: list[int] = Field(default_factory=lambda: [3, 8])
     rerankers: list[str] = Field(default_factory=lambda: ["dense"])
+    retrievals: list[RetrievalMode] = Field(default_factory=lambda: list[RetrievalMode](["hybrid"]))
 
     def expand(self) -> list[Setting]:
         """Every setting of the grid, in a stable order."""
         return [
-            Setting(top_k=k, reranker=r, compressor=c.compressor, target_ratio=c.target_ratio)
-            for c, k, r in itertools.product(self.compressions, self.top_ks, self.rerankers)
+            Setting(top_k=k, reranker=r, retrieval=m, compressor=c.compressor, target_ratio=c.target_ratio)
+            for c, k, m, r in itertools.product(self.compressions, self.top_ks, self.retrievals, self.rerankers)
         ]
 
 
@@ -130,7 +135,8 @@ class SweepConfig(BaseModel):
     questions_path: Path
     store_path: Path
     embedder: str = "minilm-l6-v2"
-    retrieval_mode: Literal["hybrid", "vector", "fts"] = "hybrid"
+    index_version: int | None = None
+    """LanceDB table version to read (None = the latest when the sweep starts; recorded either way)."""
     retrieve_n: int = Field(default=20, ge=1)
     """Candidates retrieved per question before reranking."""
     grid: GridConfig = Field(default_factory=GridConfig)

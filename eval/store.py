@@ -66,6 +66,14 @@ class SampleRow(BaseModel):
     reranker: str
     compressor: str
     target_ratio: float
+    retrieval: str | None = None
+    """hybrid | vector | fts."""
+    gold_rank: int | None = None
+    """1-based rank of the first gold document among the reranked candidates (NULL: not retrieved or no gold)."""
+    retrieval_recall: float | None = None
+    """Share of gold documents among the top-k chunks that went into the prompt."""
+    candidate_recall: float | None = None
+    """Share of gold documents among all retrieved candidates (before the top-k cut)."""
     context_chunk_ids: str
     """JSON list of chunk ids in prompt order."""
     context_text: str | None = None
@@ -94,12 +102,14 @@ _SQL_TYPES: dict[Any, str] = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bo
 
 LEADERBOARD_SQL = """
 CREATE OR REPLACE VIEW v_leaderboard AS
-SELECT run_id, setting_name, setting_hash, any_value(compressor) AS compressor,
+SELECT run_id, setting_name, setting_hash, any_value(retrieval) AS retrieval, any_value(compressor) AS compressor,
        any_value(target_ratio) AS target_ratio, any_value(top_k) AS top_k,
        count(*) AS n, count(*) FILTER (WHERE status <> 'ok') AS n_failed,
        avg(answer_contains) AS answer_contains,
        avg(answer_token_recall) AS answer_token_recall,
        avg(context_answer_recall) AS context_answer_recall,
+       avg(retrieval_recall) AS retrieval_recall,
+       avg(candidate_recall) AS candidate_recall,
        avg(answer_contains) FILTER (WHERE answerable) AS answer_contains_answerable,
        quantile_cont(ttft_s, 0.5) AS ttft_p50_s,
        quantile_cont(ttft_s, 0.95) AS ttft_p95_s,

@@ -67,7 +67,7 @@ def build_components(config: SweepConfig, settings: Sequence[Setting]) -> Compon
     from eval.assets import smollm2_dir
 
     embedder = build_embedder(config.embedder)
-    retriever = LanceRetriever(config.index_path, embedder, mode=config.retrieval_mode)
+    retriever = LanceRetriever(config.index_path, embedder, version=config.index_version)
     lm_dir = None if config.generator.model and config.compressor.model else str(smollm2_dir())
     generator = VLLMGenerator(config.generator.model or lm_dir or "", config.generator)
     compressors = build_compressors(
@@ -84,7 +84,7 @@ def build_components(config: SweepConfig, settings: Sequence[Setting]) -> Compon
         compressors=compressors,
         generator=generator,
         index_version=retriever.version,
-        corpus_sha256=retriever.spec.corpus_sha256,
+        corpus_sha256=retriever.corpus_digest(),
     )
 
 
@@ -146,27 +146,30 @@ def _run(
     stages: dict[str, float],
     tick: Progress,
 ) -> SweepResult:
-    # Retrieval and reranking do not depend on the setting: once per question (per reranker).
-    max_k = max(s.top_k for s in settings)
+    # Retrieval and reranking do not depend on top-k or compression: once per question and mode
+    # (and reranker); every setting takes a prefix of the same ranked list.
+    n_candidates = max(config.retrieve_n, *(s.top_k for s in settings))
+    modes = sorted({s.retrieval for s in settings})
     t0 = time.perf_counter()
-    candidates: dict[str, list[Hit]] = {}
-    retrieve_s: dict[str, float] = {}
+    candidates: dict[tuple[str, str], list[Hit]] = {}
+    retrieve_s: dict[tuple[str, str], float] = {}
     for i, q in enumerate(questions, start=1):
-        start = time.perf_counter()
-        candidates[q.id] = comps.retriever.retrieve(q.question, max(config.retrieve_n, max_k))
-        retrieve_s[q.id] = time.perf_counter() - start
+        for mode in modes:
+            start = time.perf_counter()
+            candidates[mode, q.id] = comps.retriever.retrieve(q.question, n_candidates, mode)
+            retrieve_s[mode, q.id] = time.perf_counter() - start
         tick("retrieve", i, len(questions))
     stages["retrieve"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    ranked: dict[tuple[str, str], list[Hit]] = {}
-    rerank_s: dict[tuple[str, str], float] = {}
-    names = sorted({s.reranker for s in settings})
+    ranked: dict[tuple[str, str, str], list[Hit]] = {}
+    rerank_s: dict[tuple[str, str, str], float] = {}
+    pairs = sorted({(s.retrieval, s.reranker) for s in settings})
     for i, q in enumerate(questions, start=1):
-        for name in names:
+        for mode, name in pairs:
             start = time.perf_counter()
-            ranked[name, q.id] = comps.rerankers[name].rerank(q.question, candidates[q.id])[:max_k]
-            rerank_s[name, q.id] = time.perf_counter() - start
+            ranked[mode, name, q.id] = comps.rerankers[name].rerank(q.question, candidates[mode, q.id])
+            rerank_s[mode, name, q.id] = time.perf_counter() - start
         tick("rerank", i, len(questions))
     stages["rerank"] = time.perf_counter() - t0
 
@@ -183,7 +186,8 @@ def _run(
         prompts: list[str] = []
         contexts: list[str] = []
         for i, q in enumerate(questions, start=1):
-            hits = ranked[setting.reranker, q.id][: setting.top_k]
+            key = (setting.retrieval, setting.reranker, q.id)
+            hits = ranked[key][: setting.top_k]
             base = SampleRow(
                 run_id=run_id,
                 setting_hash=setting.config_hash(),
@@ -197,9 +201,11 @@ def _run(
                 reranker=setting.reranker,
                 compressor=setting.compressor,
                 target_ratio=setting.target_ratio,
+                retrieval=setting.retrieval,
                 context_chunk_ids=dumps([h.chunk_id for h in hits]),
-                retrieve_seconds=retrieve_s[q.id],
-                rerank_seconds=rerank_s[setting.reranker, q.id],
+                retrieve_seconds=retrieve_s[setting.retrieval, q.id],
+                rerank_seconds=rerank_s[key],
+                **retrieval_scores(ranked[key], q.gold_doc_ids, setting.top_k),
                 status="pending",
             )
             try:
@@ -265,6 +271,23 @@ def _run(
         leaderboard=store.leaderboard(run_id),
         warm=warm,
     )
+
+
+def retrieval_scores(ranked: Sequence[Hit], gold: Sequence[str], k: int) -> dict[str, Any]:
+    """Gold rank (1-based, over every candidate) and recall of gold documents at k and over all candidates.
+
+    NULL when the question names no gold document: such a question cannot score retrieval.
+    """
+    if not gold:
+        return {"gold_rank": None, "retrieval_recall": None, "candidate_recall": None}
+    wanted = set(gold)
+    docs = [h.doc_id for h in ranked]
+    rank = next((i for i, d in enumerate(docs, start=1) if d in wanted), None)
+    return {
+        "gold_rank": rank,
+        "retrieval_recall": len(wanted & set(docs[:k])) / len(wanted),
+        "candidate_recall": len(wanted & set(docs)) / len(wanted),
+    }
 
 
 def _context(hits: Sequence[Hit], comp: CompressionResult) -> str:

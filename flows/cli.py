@@ -111,25 +111,51 @@ def dataset(out_dir: Annotated[Path, typer.Option("--out", help="Folder for the 
 
 @app.command()
 def index(
-    corpus: Annotated[Path, typer.Option(help="JSONL corpus: one {id, text, title?} object per line.")],
-    index_path: Annotated[Path, typer.Option("--index", help="LanceDB folder to (re)write.")],
+    corpus: Annotated[Path, typer.Option(help="A folder (.md .rst .txt .html), a .jsonl or a .parquet file.")],
+    index_path: Annotated[Path, typer.Option("--index", help="LanceDB folder to create or sync.")],
     embedder: Annotated[str, typer.Option(help="Registered embedder name.")] = "minilm-l6-v2",
-    max_words: Annotated[int, typer.Option(help="Upper bound on words per chunk.")] = 180,
-    rebuild: Annotated[bool, typer.Option(help="Rebuild even when corpus and settings are unchanged.")] = False,
+    max_tokens: Annotated[int, typer.Option(help="Embedder tokens per chunk at most.")] = 200,
+    overlap_tokens: Annotated[int, typer.Option(help="Tokens of trailing sentences repeated in the next chunk.")] = 0,
+    id_field: Annotated[str, typer.Option(help="JSONL/Parquet column holding the document id.")] = "id",
+    text_field: Annotated[str, typer.Option(help="JSONL/Parquet column holding the text.")] = "text",
+    title_field: Annotated[str, typer.Option(help="JSONL/Parquet column holding the title (optional).")] = "title",
+    metadata_field: Annotated[list[str], typer.Option(help="Extra column kept with each document; repeat.")] = [],  # noqa: B006
+    max_file_bytes: Annotated[int, typer.Option(help="Folder mode: larger files are skipped.")] = 10_000_000,
+    ann_threshold: Annotated[int, typer.Option(help="Build an ANN vector index from this many chunks.")] = 100_000,
+    rebuild: Annotated[bool, typer.Option(help="Rebuild from scratch even when nothing changed.")] = False,
 ) -> None:
-    """Chunk, embed and index a corpus into LanceDB (vector + full-text index)."""
+    """Chunk, embed and index a corpus into LanceDB; re-running embeds only new or changed documents."""
     _environment()
     from corpus.chunk import ChunkerConfig
+    from corpus.index import REPORT_FILE, IndexOptions
+    from corpus.sources import SourceConfig
     from flows.pipeline import index_flow
 
     try:
+        source = SourceConfig(
+            path=corpus,
+            id_field=id_field,
+            text_field=text_field,
+            title_field=title_field,
+            metadata_fields=metadata_field,
+            max_file_bytes=max_file_bytes,
+        )
+        chunker = ChunkerConfig(max_tokens=max_tokens, overlap_tokens=overlap_tokens)
+        options = IndexOptions(ann_threshold=ann_threshold, rebuild=rebuild)
         with _progress():
-            report = index_flow(corpus, index_path, embedder, ChunkerConfig(max_words=max_words), rebuild)
-    except CribsheetError as exc:
+            rep = index_flow(corpus, index_path, embedder, chunker, options, source)
+    except (CribsheetError, ValueError) as exc:
         _fail(exc)
-    how = "unchanged, kept" if report.reused else f"built in {report.seconds:.1f} s"
-    out.print(f"{report.spec.n_documents} documents, {report.spec.n_chunks} chunks ({how}, version {report.version})")
-    print(report.path)
+    for item in rep.skipped:
+        err.print(f"  skipped {item.source}: {item.reason}", highlight=False, soft_wrap=True)
+    what = "rebuilt" if rep.rebuilt else "synced"
+    out.print(
+        f"{what} in {rep.seconds:.1f} s: {rep.added} added, {rep.changed} changed, {rep.deleted} deleted, "
+        f"{rep.unchanged} unchanged, {len(rep.skipped)} skipped; {rep.n_documents} documents, "
+        f"{rep.n_chunks} chunks, table version {rep.version}; report in {Path(rep.path) / REPORT_FILE}",
+        highlight=False,
+    )
+    print(rep.path)
 
 
 def _parse_compression(spec: str) -> Any:

@@ -10,8 +10,8 @@ from prefect import flow, task
 from corpus.bundled import CORPUS_FILE, DEMO_FILE, build_bundled
 from corpus.chunk import ChunkerConfig, SentenceChunker
 from corpus.embed import build_embedder
-from corpus.index import IndexReport, build_index
-from corpus.load import load_documents
+from corpus.index import IndexOptions, IndexReport, sync_index
+from corpus.sources import SkipLog, SourceConfig, iter_documents
 from eval.settings import SweepConfig
 from eval.sweep import SweepResult, run_sweep
 from flows.progress import report
@@ -25,17 +25,19 @@ def build_dataset_task(out_dir: Path) -> dict[str, Any]:
 
 @task(name="index-corpus")
 def index_task(
-    corpus_path: Path, index_path: Path, embedder: str, chunker: ChunkerConfig, rebuild: bool = False
+    source: SourceConfig, index_path: Path, embedder: str, chunker: ChunkerConfig, options: IndexOptions
 ) -> IndexReport:
-    """Load, chunk, embed and write the LanceDB index (kept when corpus and spec are unchanged)."""
-    docs = load_documents(corpus_path)
-    return build_index(
-        docs,
-        SentenceChunker(chunker),
-        build_embedder(embedder),
+    """Stream, chunk, embed and sync the LanceDB index (only new or changed documents are embedded)."""
+    emb = build_embedder(embedder)
+    skips = SkipLog()
+    return sync_index(
+        iter_documents(source, skips),
+        SentenceChunker(chunker, emb.count_tokens),
+        emb,
         index_path,
-        progress=lambda done, total: report("index", done, total),
-        rebuild=rebuild,
+        options,
+        progress=lambda done, total: report("index (documents)", done, total),
+        skipped=skips.items,
     )
 
 
@@ -51,10 +53,12 @@ def index_flow(
     index_path: Path,
     embedder: str = "minilm-l6-v2",
     chunker: ChunkerConfig | None = None,
-    rebuild: bool = False,
+    options: IndexOptions | None = None,
+    source: SourceConfig | None = None,
 ) -> IndexReport:
-    """Index a JSONL corpus into LanceDB."""
-    return index_task(corpus_path, index_path, embedder, chunker or ChunkerConfig(), rebuild)
+    """Index a corpus (folder, JSONL or Parquet) into LanceDB; `source` overrides field names and limits."""
+    src = source or SourceConfig(path=corpus_path)
+    return index_task(src, index_path, embedder, chunker or ChunkerConfig(), options or IndexOptions())
 
 
 @flow(name="cribsheet-sweep", log_prints=True)
@@ -68,7 +72,9 @@ def demo_flow(workdir: Path, datasets_dir: Path, limit: int | None = None) -> Sw
     """Bundled dataset -> whole-corpus index -> demo sweep."""
     build_dataset_task(datasets_dir)
     index_path = workdir / "index.lancedb"
-    index_task(datasets_dir / CORPUS_FILE, index_path, "minilm-l6-v2", ChunkerConfig())
+    index_task(
+        SourceConfig(path=datasets_dir / CORPUS_FILE), index_path, "minilm-l6-v2", ChunkerConfig(), IndexOptions()
+    )
     config = SweepConfig(
         index_path=index_path,
         questions_path=datasets_dir / DEMO_FILE,

@@ -22,7 +22,7 @@ def run(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        (None, "corpus.jsonl: file not found"),
+        (None, "corpus.jsonl: corpus not found"),
         ('{"id": "a", "text": "ok"}\n{"id": "b", "text": \n', "corpus.jsonl:2: invalid JSON"),
         ('{"id": "a", "text": "ok"}\n{"id": "a", "text": "again"}\n', "corpus.jsonl:2: duplicate document id 'a'"),
     ],

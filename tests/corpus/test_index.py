@@ -1,3 +1,8 @@
+"""Incremental sync, build spec, crash safety, ANN threshold, and retrieval over the index."""
+
+from __future__ import annotations
+
+import json
 from pathlib import Path
 
 import pytest
@@ -5,36 +10,21 @@ import pytest
 from corpus.chunk import SentenceChunker
 from corpus.embed import HashEmbedder
 from corpus.errors import CribsheetError
-from corpus.index import build_index, read_spec
+from corpus.index import REPORT_FILE, IndexOptions, open_table, read_spec, sync_index
 from corpus.load import load_documents
+from corpus.models import Document
 from corpus.retrieve import LanceRetriever
+from tests.conftest import TINY_DOCS
 
 
-@pytest.fixture
-def index(tmp_path: Path, tiny_corpus: Path) -> Path:
-    path = tmp_path / "idx.lancedb"
-    build_index(load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), path)
-    return path
+class CountingEmbedder(HashEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded: list[str] = []
 
-
-def test_spec_records_embedder_and_chunker(index: Path) -> None:
-    spec = read_spec(index)
-    assert (spec.embedder, spec.dim, spec.n_documents) == ("hash-64", 64, 5)
-    assert spec.chunker["max_words"] == 180
-    assert len(spec.corpus_sha256) == 64
-
-
-@pytest.mark.parametrize("mode", ["hybrid", "vector", "fts"])
-def test_retrieval_finds_the_matching_document(index: Path, mode: str) -> None:
-    hits = LanceRetriever(index, HashEmbedder(), mode=mode).retrieve("Beatles formed Liverpool", 3)
-    assert hits[0].doc_id == "Liverpool"
-    assert len(hits) <= 3
-    assert hits == sorted(hits, key=lambda h: -h.score)
-
-
-def test_querying_with_another_embedder_is_refused(index: Path) -> None:
-    with pytest.raises(CribsheetError, match="built with embedder 'hash-64'.*'hash-32'"):
-        LanceRetriever(index, HashEmbedder(dim=32))
+    def embed_documents(self, texts):  # noqa: ANN001, ANN201
+        self.embedded.extend(texts)
+        return super().embed_documents(texts)
 
 
 class ExplodingEmbedder(HashEmbedder):
@@ -42,27 +32,108 @@ class ExplodingEmbedder(HashEmbedder):
         raise RuntimeError("out of memory")
 
 
-def test_failed_build_keeps_previous_index_and_leaves_no_temp(index: Path, tiny_corpus: Path) -> None:
-    before = read_spec(index)
+def sync(docs: list[Document], path: Path, embedder: HashEmbedder | None = None, **opts: object):  # noqa: ANN201
+    return sync_index(docs, SentenceChunker(), embedder or HashEmbedder(), path, IndexOptions(**opts))
+
+
+@pytest.fixture
+def docs(tiny_corpus: Path) -> list[Document]:
+    return load_documents(tiny_corpus)
+
+
+@pytest.fixture
+def index(tmp_path: Path, docs: list[Document]) -> Path:
+    path = tmp_path / "idx.lancedb"
+    sync(docs, path)
+    return path
+
+
+def test_first_build_records_spec_and_report(index: Path) -> None:
+    spec = read_spec(index)
+    assert (spec.embedder, spec.dim, spec.chunker["max_tokens"]) == ("hash-64", 64, 200)
+    report = json.loads((index / REPORT_FILE).read_text())
+    assert (report["rebuilt"], report["added"], report["n_documents"]) == (True, 5, 5)
+    row = open_table(index).search().where("doc_id = 'K2'").limit(1).to_list()[0]
+    assert row["char_start"] == 0 and row["char_end"] == len(TINY_DOCS[0]["text"])
+
+
+def test_incremental_sync_embeds_only_what_changed(index: Path, docs: list[Document]) -> None:
+    before = open_table(index).version
+    changed = docs[0].model_copy(update={"text": docs[0].text + " It was first climbed in 1954."})
+    new = Document(id="Rome", title="Rome", text="Rome is the capital city of Italy.")
+    current = [changed, *docs[1:3], docs[4], new]  # docs[3] (Paris) deleted
+    embedder = CountingEmbedder()
+    report = sync(current, index, embedder)
+    assert (report.added, report.changed, report.deleted, report.unchanged) == (1, 1, 1, 3)
+    assert not report.rebuilt and report.version > before
+    assert sorted(t.split("\n")[0] for t in embedder.embedded) == ["K2", "Rome"]
+    table = open_table(index)
+    assert sorted(set(table.to_arrow().column("doc_id").to_pylist())) == ["Asia", "K2", "Liverpool", "Nile", "Rome"]
+    k2 = table.search().where("doc_id = 'K2'").limit(5).to_list()
+    assert len(k2) == 1 and k2[0]["text"].endswith("1954.")
+    again = sync(current, index, CountingEmbedder())
+    assert again.reused and again.unchanged == 5 and again.version == report.version
+
+
+def test_crash_mid_sync_keeps_previous_version_readable(index: Path, docs: list[Document]) -> None:
+    version = open_table(index).version
+    changed = [d.model_copy(update={"text": d.text + " Changed."}) for d in docs]
     with pytest.raises(RuntimeError, match="out of memory"):
-        build_index(load_documents(tiny_corpus), SentenceChunker(), ExplodingEmbedder(), index, rebuild=True)
-    assert read_spec(index) == before
-    assert [p.name for p in index.parent.iterdir() if p.name.startswith(".")] == []
+        sync(changed, index, ExplodingEmbedder())
+    table = open_table(index)
+    assert table.version == version and table.count_rows() == 5
+    assert LanceRetriever(index, HashEmbedder()).retrieve("Beatles Liverpool", 1)[0].doc_id == "Liverpool"
 
 
-def test_failed_first_build_leaves_nothing(tmp_path: Path, tiny_corpus: Path) -> None:
-    target = tmp_path / "new.lancedb"
+def test_failed_first_build_leaves_nothing(tmp_path: Path, docs: list[Document]) -> None:
     with pytest.raises(RuntimeError):
-        build_index(load_documents(tiny_corpus), SentenceChunker(), ExplodingEmbedder(), target)
+        sync(docs, tmp_path / "new.lancedb", ExplodingEmbedder())
     assert list(tmp_path.glob("*new.lancedb*")) == []
 
 
-def test_same_corpus_and_spec_reuses_the_index(index: Path, tiny_corpus: Path) -> None:
-    docs = load_documents(tiny_corpus)
-    again = build_index(docs, SentenceChunker(), HashEmbedder(), index)
-    assert again.reused
-    changed = [docs[0].model_copy(update={"text": docs[0].text + " It was first climbed in 1954."}), *docs[1:]]
-    rebuilt = build_index(changed, SentenceChunker(), HashEmbedder(), index)
-    assert not rebuilt.reused
-    assert rebuilt.spec.corpus_sha256 != again.spec.corpus_sha256
-    assert read_spec(index) == rebuilt.spec
+def test_changed_chunker_or_rebuild_flag_rebuilds(index: Path, docs: list[Document]) -> None:
+    from corpus.chunk import ChunkerConfig
+
+    report = sync_index(docs, SentenceChunker(ChunkerConfig(max_tokens=8)), HashEmbedder(), index)
+    assert report.rebuilt and read_spec(index).chunker["max_tokens"] == 8
+    assert sync(docs, index, rebuild=True).rebuilt
+
+
+def test_duplicate_ids_in_a_stream_are_an_error(tmp_path: Path, docs: list[Document]) -> None:
+    with pytest.raises(CribsheetError, match="duplicate document id 'K2'"):
+        sync([docs[0], docs[0]], tmp_path / "dup.lancedb")
+
+
+def test_ann_index_built_above_threshold(tmp_path: Path) -> None:
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+    many = [
+        Document(id=f"d{i}", text=f"{words[i % 12]} {words[(i * 7) % 12]} document number {i}.") for i in range(300)
+    ]
+    small = sync(many[:50], tmp_path / "small.lancedb", ann_threshold=100)
+    big = sync(many, tmp_path / "big.lancedb", ann_threshold=100)
+    assert (small.ann_index, big.ann_index) == (False, True)
+    assert LanceRetriever(tmp_path / "big.lancedb", HashEmbedder()).retrieve("document number 7", 5, "fts")
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "fts"])
+def test_retrieval_finds_the_matching_document(index: Path, mode: str) -> None:
+    hits = LanceRetriever(index, HashEmbedder()).retrieve("Beatles formed Liverpool", 3, mode)
+    assert hits[0].doc_id == "Liverpool"
+    assert len(hits) <= 3
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_querying_with_another_embedder_is_refused(index: Path) -> None:
+    with pytest.raises(CribsheetError, match="built with embedder 'hash-64'.*'hash-32'"):
+        LanceRetriever(index, HashEmbedder(dim=32))
+
+
+def test_retriever_is_pinned_to_a_version(index: Path, docs: list[Document], tmp_path: Path) -> None:
+    pinned = LanceRetriever(index, HashEmbedder())
+    digest = pinned.corpus_digest()
+    sync([*docs, Document(id="Rome", text="Rome is the capital of Italy.")], index)
+    assert pinned.corpus_digest() == digest
+    assert "Rome" not in {h.doc_id for h in pinned.retrieve("capital of Italy", 10, "fts")}
+    fresh = LanceRetriever(index, HashEmbedder())
+    assert fresh.version > pinned.version and fresh.corpus_digest() != digest
+    assert fresh.retrieve("capital of Italy", 1, "fts")[0].doc_id == "Rome"

@@ -14,7 +14,7 @@ def test_loads_valid_corpus(tiny_corpus: Path) -> None:
 
 
 def test_missing_file_names_the_file(tmp_path: Path) -> None:
-    with pytest.raises(InputFileError, match=r"nope\.jsonl: file not found"):
+    with pytest.raises(InputFileError, match=r"nope\.jsonl: corpus not found"):
         load_documents(tmp_path / "nope.jsonl")
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from corpus.chunk import SentenceChunker
 from corpus.embed import HashEmbedder
-from corpus.index import build_index
+from corpus.index import sync_index
 from corpus.load import load_documents
 from corpus.retrieve import LanceRetriever
 from eval.compress import NoCompressor
@@ -22,7 +22,7 @@ from tests.fakes import ExtractingGenerator, HalvingCompressor, count_words
 @pytest.fixture
 def setup(tmp_path: Path, tiny_corpus: Path, tiny_questions: Path):  # noqa: ANN201
     index = tmp_path / "idx.lancedb"
-    build_index(load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), index)
+    sync_index(load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), index)
     config = SweepConfig(
         index_path=index,
         questions_path=tiny_questions,
@@ -90,3 +90,40 @@ def test_engine_failure_marks_rows_failed_and_keeps_them(setup) -> None:  # noqa
     con = duckdb.connect(result.store_path)
     assert con.execute("SELECT count(*), bool_and(status='failed') FROM samples").fetchone() == (16, True)
     assert con.execute("SELECT max(n_failed) FROM v_leaderboard").fetchone()[0] == 4
+
+
+def test_retrieval_modes_are_settings_retrieved_once_per_question_and_mode(setup) -> None:  # noqa: ANN001
+    config, components = setup
+    comps = components()
+    calls: list[tuple[str, str]] = []
+    real = comps.retriever.retrieve
+
+    def counting(question: str, n: int, mode: str = "hybrid"):  # noqa: ANN202
+        calls.append((question, mode))
+        return real(question, n, mode)
+
+    comps.retriever.retrieve = counting  # type: ignore[method-assign]
+    grid = config.grid.model_copy(update={"retrievals": ["hybrid", "vector", "fts"]})
+    result = run_sweep(config.model_copy(update={"grid": grid}), comps)
+    assert sorted(calls) == sorted({(q, m) for q, _ in calls for m in ("hybrid", "vector", "fts")})
+    assert len(calls) == 4 * 3
+    con = duckdb.connect(result.store_path)
+    rows = con.execute("SELECT retrieval, count(*) FROM samples GROUP BY 1 ORDER BY 1").fetchall()
+    assert rows == [("fts", 16), ("hybrid", 16), ("vector", 16)]
+    k2 = con.execute(
+        "SELECT retrieval, gold_rank, retrieval_recall FROM samples WHERE question_id = 'q1' "
+        "AND compressor = 'none' AND top_k = 3 ORDER BY 1"
+    ).fetchall()
+    assert [r[1] for r in k2] == [1, 1, 1] and all(r[2] == 1.0 for r in k2)
+    recall = con.execute("SELECT min(retrieval_recall), max(candidate_recall) FROM v_leaderboard").fetchone()
+    assert 0.0 < recall[0] <= recall[1] <= 1.0
+
+
+def test_retrieval_scores() -> None:
+    from corpus.models import Hit
+    from eval.sweep import retrieval_scores
+
+    hits = [Hit(chunk_id=str(i), doc_id=d, title="", text="", score=0.0) for i, d in enumerate("abcab")]
+    assert retrieval_scores(hits, ["c"], 2) == {"gold_rank": 3, "retrieval_recall": 0.0, "candidate_recall": 1.0}
+    assert retrieval_scores(hits, ["b", "z"], 2) == {"gold_rank": 2, "retrieval_recall": 0.5, "candidate_recall": 0.5}
+    assert retrieval_scores(hits, [], 2) == {"gold_rank": None, "retrieval_recall": None, "candidate_recall": None}
