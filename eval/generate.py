@@ -23,6 +23,20 @@ class Generation(BaseModel):
     """Time to first token as vLLM measured it (None when the engine does not report it)."""
 
 
+class Probe(BaseModel):
+    """One request run alone (no queueing): the latency truth for a prompt."""
+
+    prompt_tokens: int
+    cached_tokens: int
+    ttft_s: float | None
+    """Arrival to first token, as vLLM measured it."""
+    prefill_s: float | None
+    """Scheduled to first token: the engine's own prefill time."""
+    decode_s: float | None
+    """First to last token."""
+    output_tokens: int
+
+
 class WarmReport(BaseModel):
     """Cold vs warm run of the stable prefix."""
 
@@ -42,6 +56,20 @@ class Generator(Protocol):
     def warm(self, prefix: str) -> WarmReport: ...
 
     def count_tokens(self, text: str) -> int: ...
+
+    def probe(self, prompt: str) -> Probe: ...
+
+    def reset_cache(self) -> None:
+        """Forget every cached prefix."""
+        ...
+
+
+class TokenScorer(Protocol):
+    """Scores token sequences with a language model: log p(token | tokens before it)."""
+
+    tokenizer: Any
+
+    def token_logprobs(self, token_ids: Sequence[Sequence[int]]) -> list[list[float | None]]: ...
 
 
 class VLLMGenerator:
@@ -92,6 +120,45 @@ class VLLMGenerator:
             )
             for o in outs
         ]
+
+    def reset_cache(self) -> None:
+        self.llm.reset_prefix_cache()
+
+    def probe(self, prompt: str) -> Probe:
+        """Run one prompt alone and read vLLM's own timestamps."""
+        out = self.llm.generate([prompt], self.sampling, use_tqdm=False)[0]
+        stats = getattr(out, "metrics", None)
+
+        def span(a: str, b: str) -> float | None:
+            x, y = getattr(stats, a, 0.0) or 0.0, getattr(stats, b, 0.0) or 0.0
+            return float(y - x) if x and y and y >= x else None
+
+        return Probe(
+            prompt_tokens=len(out.prompt_token_ids or []),
+            cached_tokens=int(out.num_cached_tokens or 0),
+            ttft_s=self._ttft(out),
+            prefill_s=span("scheduled_ts", "first_token_ts"),
+            decode_s=span("first_token_ts", "last_token_ts"),
+            output_tokens=len(out.outputs[0].token_ids),
+        )
+
+    def token_logprobs(self, token_ids: Sequence[Sequence[int]]) -> list[list[float | None]]:
+        """log p(token | tokens before it) for every prompt token (the first is None), in one batch.
+
+        vLLM does not read the prefix cache for such requests, so this costs about 1.5x a plain prefill.
+        """
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+        prompts: Any = [{"prompt_token_ids": list(ids)} for ids in token_ids]
+        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        rows: list[list[float | None]] = []
+        for ids, out in zip(token_ids, outs, strict=True):
+            row: list[float | None] = [None]
+            for tok, scores in zip(list(ids)[1:], (out.prompt_logprobs or [])[1:], strict=False):
+                row.append(float(scores[tok].logprob) if scores and tok in scores else None)
+            rows.append(row)
+        return rows
 
     def warm(self, prefix: str) -> WarmReport:
         """Run the stable prefix twice (cold, then warm) and report what the cache served."""

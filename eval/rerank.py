@@ -11,6 +11,7 @@ from corpus.embed import Embedder
 from corpus.errors import CribsheetError
 from corpus.index import indexed_text
 from corpus.models import Chunk, Hit
+from eval.generate import TokenScorer
 
 
 class Reranker(Protocol):
@@ -64,6 +65,37 @@ class CrossEncoderReranker:
         return [hits[i].model_copy(update={"score": float(scores[i])}) for i in order]
 
 
+class QueryLikelihoodReranker:
+    """UPR: score = mean log p(question | passage) under the generator LM, through vLLM `prompt_logprobs`.
+
+    One batched engine call per question; needs no reranker weights, only the LM that is already loaded.
+    """
+
+    name = "query-likelihood"
+    instruction = "\nPlease write a question based on this passage.\nQuestion:"
+
+    def __init__(self, scorer: TokenScorer, max_passage_tokens: int = 320, **_: Any) -> None:
+        self.scorer = scorer
+        self.max_passage_tokens = max_passage_tokens
+        self.calls = 0
+
+    def rerank(self, question: str, hits: Sequence[Hit]) -> list[Hit]:
+        self.calls += 1
+        if not hits:
+            return []
+        tok = self.scorer.tokenizer
+        q_ids = tok.encode(" " + question.strip(), add_special_tokens=False)
+        tail = tok.encode(self.instruction, add_special_tokens=False)
+        prompts = [
+            tok.encode(f"Passage: {_as_text(h)}", add_special_tokens=False)[: self.max_passage_tokens] + tail + q_ids
+            for h in hits
+        ]
+        rows = self.scorer.token_logprobs(prompts)
+        scores = np.array([np.mean([lp for lp in row[-len(q_ids) :] if lp is not None] or [-1e9]) for row in rows])
+        order = np.argsort(-scores, kind="stable")
+        return [hits[i].model_copy(update={"score": float(scores[i])}) for i in order]
+
+
 class RetrievalOrder:
     """Keeps the retriever's order: the no-rerank baseline."""
 
@@ -81,12 +113,19 @@ RERANKERS: dict[str, Callable[..., Reranker]] = {
     "dense": DenseReranker,
     "cross-encoder": CrossEncoderReranker,
     "none": RetrievalOrder,
+    "query-likelihood": QueryLikelihoodReranker,
 }
 
 
 def build_reranker(name: str, **kwargs: Any) -> Reranker:
-    """Build a registered reranker by name."""
-    try:
-        return RERANKERS[name](**kwargs)
-    except KeyError:
-        raise CribsheetError(f"unknown reranker '{name}'; known: {', '.join(sorted(RERANKERS))}") from None
+    """Build a registered reranker by name; `cross-encoder:PATH` names a CrossEncoder folder or hub id."""
+    base, _, arg = name.partition(":")
+    if base not in RERANKERS:
+        raise CribsheetError(f"unknown reranker '{name}'; known: {', '.join(sorted(RERANKERS))}")
+    if base == "cross-encoder":
+        if not arg:
+            raise CribsheetError("reranker 'cross-encoder' needs a model: cross-encoder:PATH_OR_HUB_ID")
+        kwargs = {"model": arg, **{k: v for k, v in kwargs.items() if k == "device"}}
+    if base == "query-likelihood" and kwargs.get("scorer") is None:
+        raise CribsheetError("reranker 'query-likelihood' needs the vLLM engine (a generator that scores tokens)")
+    return RERANKERS[base](**kwargs)

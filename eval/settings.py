@@ -28,6 +28,8 @@ class Setting(BaseModel):
     """Chunks kept after reranking."""
     retrieval: RetrievalMode = "hybrid"
     """Candidate retrieval: vector + full-text fused by reciprocal rank, or one of them alone."""
+    layout: Literal["ranked", "edges"] = "ranked"
+    """Passage order in the prompt: best first, or best at both edges (small models lose the middle)."""
     reranker: str = "dense"
     """Registered reranker name."""
     compressor: str = "none"
@@ -47,7 +49,8 @@ class Setting(BaseModel):
     def name(self) -> str:
         """Readable unique name, e.g. `llmlingua-4x-k8`."""
         comp = "none" if self.compressor == "none" else f"{self.compressor}-{self.target_ratio:g}x"
-        return f"{comp}-k{self.top_k}-{self.retrieval}-{self.reranker}"
+        name = f"{comp}-k{self.top_k}-{self.retrieval}-{self.reranker}"
+        return name if self.layout == "ranked" else f"{name}-{self.layout}"
 
     def config_hash(self) -> str:
         """Stable hash of this setting."""
@@ -78,12 +81,17 @@ class GridConfig(BaseModel):
     top_ks: list[int] = Field(default_factory=lambda: [3, 8])
     rerankers: list[str] = Field(default_factory=lambda: ["dense"])
     retrievals: list[RetrievalMode] = Field(default_factory=lambda: list[RetrievalMode](["hybrid"]))
+    layouts: list[Literal["ranked", "edges"]] = Field(
+        default_factory=lambda: list[Literal["ranked", "edges"]](["ranked"])
+    )
 
     def expand(self) -> list[Setting]:
         """Every setting of the grid, in a stable order."""
         return [
-            Setting(top_k=k, reranker=r, retrieval=m, compressor=c.compressor, target_ratio=c.target_ratio)
-            for c, k, m, r in itertools.product(self.compressions, self.top_ks, self.retrievals, self.rerankers)
+            Setting(top_k=k, reranker=r, retrieval=m, layout=lay, compressor=c.compressor, target_ratio=c.target_ratio)
+            for c, k, m, r, lay in itertools.product(
+                self.compressions, self.top_ks, self.retrievals, self.rerankers, self.layouts
+            )
         ]
 
 
@@ -144,6 +152,8 @@ class SweepConfig(BaseModel):
     compressor: CompressorConfig = Field(default_factory=CompressorConfig)
     limit: int | None = None
     """Use only the first N questions (None = all)."""
+    probe_questions: int = Field(default=8, ge=0)
+    """Questions (lowest sha256 of id) also run alone per setting for the latency truth."""
 
     def config_hash(self) -> str:
         """Hash of everything except where files live."""

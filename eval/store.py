@@ -48,6 +48,10 @@ class RunRow(BaseModel):
     warm_cached_tokens: int | None = None
     warm_cold_ttft_s: float | None = None
     warm_warm_ttft_s: float | None = None
+    prefill_a: float | None = None
+    """Fit of prefill seconds = a*C + b*C^2 over probe points (C = uncached prompt tokens)."""
+    prefill_b: float | None = None
+    prefill_fit_points: int | None = None
 
 
 class SampleRow(BaseModel):
@@ -74,19 +78,33 @@ class SampleRow(BaseModel):
     """Share of gold documents among the top-k chunks that went into the prompt."""
     candidate_recall: float | None = None
     """Share of gold documents among all retrieved candidates (before the top-k cut)."""
-    context_chunk_ids: str
+    layout: str | None = None
+    """ranked | edges: passage order in the prompt."""
+    context_chunk_ids: str = "[]"
     """JSON list of chunk ids in prompt order."""
     context_text: str | None = None
     context_tokens_in: int | None = None
     context_tokens_out: int | None = None
     realized_ratio: float | None = None
+    ratio_gap: float | None = None
+    """(realized - requested) / requested compression ratio."""
     compress_seconds: float | None = None
+    """Compressor seconds this request paid (0 when every passage came from the agnostic cache)."""
+    compress_calls: int | None = None
+    """Compressor model invocations made for this request (0: all reused)."""
     retrieve_seconds: float | None = None
     rerank_seconds: float | None = None
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     ttft_s: float | None = None
     """Time to first token inside the batch (includes queueing)."""
+    probe_ttft_s: float | None = None
+    """TTFT of this prompt run alone after a cache reset (only for the probe sample)."""
+    probe_prefill_s: float | None = None
+    probe_decode_s: float | None = None
+    probe_cached_tokens: int | None = None
+    e2e_latency_s: float | None = None
+    """retrieve + rerank + compress + probe TTFT: what building and reading the crib sheet costs."""
     answer: str | None = None
     answer_contains: float | None = None
     answer_token_recall: float | None = None
@@ -116,7 +134,11 @@ SELECT run_id, setting_name, setting_hash, any_value(retrieval) AS retrieval, an
        avg(prompt_tokens) AS mean_prompt_tokens,
        avg(cached_tokens) AS mean_cached_tokens,
        sum(context_tokens_in)::DOUBLE / nullif(sum(context_tokens_out), 0) AS realized_ratio,
-       avg(compress_seconds) AS mean_compress_s
+       avg(compress_seconds) AS mean_compress_s,
+       avg(ratio_gap) AS mean_ratio_gap,
+       quantile_cont(probe_ttft_s, 0.5) AS probe_ttft_p50_s,
+       quantile_cont(probe_ttft_s, 0.95) AS probe_ttft_p95_s,
+       quantile_cont(e2e_latency_s, 0.5) AS e2e_latency_p50_s
 FROM samples GROUP BY run_id, setting_name, setting_hash
 """
 

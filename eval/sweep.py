@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +14,7 @@ from corpus.embed import Embedder, build_embedder
 from corpus.load import read_jsonl
 from corpus.models import Hit, Question
 from corpus.retrieve import LanceRetriever, Retriever
-from eval.compress import CompressionResult, Compressor, build_compressors
+from eval.compress import Compressor, CompressorContext, build_compressors
 from eval.generate import Generator, VLLMGenerator, WarmReport
 from eval.metrics import METRICS
 from eval.prompt import PromptLayout, context_block
@@ -65,23 +65,36 @@ def load_questions(config: SweepConfig) -> list[Question]:
 def build_components(config: SweepConfig, settings: Sequence[Setting]) -> Components:
     """Real backends: sentence-transformers, LanceDB, llmlingua, vLLM; the default models from packages."""
     from eval.assets import smollm2_dir
+    from eval.compress_cache import LanceCompressionCache
 
     embedder = build_embedder(config.embedder)
     retriever = LanceRetriever(config.index_path, embedder, version=config.index_version)
-    lm_dir = None if config.generator.model and config.compressor.model else str(smollm2_dir())
-    generator = VLLMGenerator(config.generator.model or lm_dir or "", config.generator)
-    compressors = build_compressors(
-        sorted({s.compressor for s in settings}),
-        generator.count_tokens,
-        config.compressor.model or lm_dir,
-        config.compressor,
+    bundled = None if config.generator.model and config.compressor.model else str(smollm2_dir())
+    generator_model = config.generator.model or bundled or ""
+    generator = VLLMGenerator(generator_model, config.generator)
+    compressor_model = config.compressor.model or bundled
+    names = sorted({s.compressor for s in settings})
+    # The engine compressor scores with the generator's engine unless a separate (smaller) LM is configured.
+    scorer = generator
+    if "engine-lingua" in names and compressor_model not in (None, generator_model):
+        scorer = VLLMGenerator(compressor_model or "", config.generator.model_copy(update={"model": compressor_model}))
+    context = CompressorContext(
+        count_tokens=generator.count_tokens,
+        config=config.compressor,
+        model=compressor_model,
+        embedder=embedder,
+        scorer=scorer,
+        cache=LanceCompressionCache(config.index_path),
     )
-    rerankers = {name: build_reranker(name, embedder=embedder) for name in sorted({s.reranker for s in settings})}
+    rerankers = {
+        name: build_reranker(name, embedder=embedder, scorer=generator)
+        for name in sorted({s.reranker for s in settings})
+    }
     return Components(
         embedder=embedder,
         retriever=retriever,
         rerankers=rerankers,
-        compressors=compressors,
+        compressors=build_compressors(names, context),
         generator=generator,
         index_version=retriever.version,
         corpus_sha256=retriever.corpus_digest(),
@@ -146,8 +159,73 @@ def _run(
     stages: dict[str, float],
     tick: Progress,
 ) -> SweepResult:
+    ranked, retrieve_s, rerank_s = _retrieve_and_rerank(config, comps, questions, settings, stages, tick)
+    layout = PromptLayout(getattr(comps.generator, "tokenizer", None))
+    prefix = layout.stable_prefix()
+    t0 = time.perf_counter()
+    warm = comps.generator.warm(prefix)
+    stages["warm"] = time.perf_counter() - t0
+    probe_ids = {q.id for q in sorted(questions, key=lambda q: sha256_hex(q.id))[: config.probe_questions]}
+
+    n_rows = 0
+    probes: list[tuple[int, float]] = []
+    for setting in settings:
+        t0 = time.perf_counter()
+        rows, prompts = _prepare(setting, questions, ranked, retrieve_s, rerank_s, comps, layout, run_id, tick)
+        _flush_caches(comps.compressors.values())
+        stages[f"compress:{setting.name}"] = time.perf_counter() - t0
+
+        # Each setting starts from the same cache state (only the stable prefix warm), so a setting
+        # never profits from passages that an earlier setting happened to leave in the cache.
+        t0 = time.perf_counter()
+        comps.generator.reset_cache()
+        comps.generator.warm(prefix)
+        _generate(rows, prompts, comps.generator)
+        stages[f"generate:{setting.name}"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        comps.generator.reset_cache()
+        comps.generator.warm(prefix)
+        probes += _probe(rows, prompts, probe_ids, comps.generator)
+        stages[f"probe:{setting.name}"] = time.perf_counter() - t0
+        store.add_samples(rows)
+        n_rows += len(rows)
+    fit = fit_prefill(probes)
+    store.finish_run(
+        run_id,
+        "ok",
+        stage_seconds=dumps(stages),
+        warm_prefix_tokens=warm.prefix_tokens,
+        warm_cached_tokens=warm.cached_tokens,
+        warm_cold_ttft_s=warm.cold_ttft_s,
+        warm_warm_ttft_s=warm.warm_ttft_s,
+        prefill_a=fit[0] if fit else None,
+        prefill_b=fit[1] if fit else None,
+        prefill_fit_points=len(probes),
+    )
+    return SweepResult(
+        run_id=run_id,
+        store_path=str(config.store_path),
+        n_samples=n_rows,
+        stage_seconds=stages,
+        leaderboard=store.leaderboard(run_id),
+        warm=warm,
+    )
+
+
+Ranked = dict[tuple[str, str, str], list[Hit]]
+
+
+def _retrieve_and_rerank(
+    config: SweepConfig,
+    comps: Components,
+    questions: list[Question],
+    settings: list[Setting],
+    stages: dict[str, float],
+    tick: Progress,
+) -> tuple[Ranked, dict[tuple[str, str], float], dict[tuple[str, str, str], float]]:
     # Retrieval and reranking do not depend on top-k or compression: once per question and mode
-    # (and reranker); every setting takes a prefix of the same ranked list.
+    # (and reranker), for the largest top-k; every setting takes a prefix of the same ranked list.
     n_candidates = max(config.retrieve_n, *(s.top_k for s in settings))
     modes = sorted({s.retrieval for s in settings})
     t0 = time.perf_counter()
@@ -162,7 +240,7 @@ def _run(
     stages["retrieve"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    ranked: dict[tuple[str, str, str], list[Hit]] = {}
+    ranked: Ranked = {}
     rerank_s: dict[tuple[str, str, str], float] = {}
     pairs = sorted({(s.retrieval, s.reranker) for s in settings})
     for i, q in enumerate(questions, start=1):
@@ -172,105 +250,173 @@ def _run(
             rerank_s[mode, name, q.id] = time.perf_counter() - start
         tick("rerank", i, len(questions))
     stages["rerank"] = time.perf_counter() - t0
+    return ranked, retrieve_s, rerank_s
 
-    layout = PromptLayout(getattr(comps.generator, "tokenizer", None))
-    t0 = time.perf_counter()
-    warm = comps.generator.warm(layout.stable_prefix())
-    stages["warm"] = time.perf_counter() - t0
 
-    n_rows = 0
-    for setting in settings:
-        t0 = time.perf_counter()
-        compressor = comps.compressors[setting.compressor]
-        rows: list[SampleRow] = []
-        prompts: list[str] = []
-        contexts: list[str] = []
-        for i, q in enumerate(questions, start=1):
-            key = (setting.retrieval, setting.reranker, q.id)
-            hits = ranked[key][: setting.top_k]
-            base = SampleRow(
-                run_id=run_id,
-                setting_hash=setting.config_hash(),
-                setting_name=setting.name,
-                setting_json=setting.model_dump_json(),
-                question_id=q.id,
-                question=q.question,
-                answerable=q.answerable,
-                gold_answers=dumps(q.answers),
-                top_k=setting.top_k,
-                reranker=setting.reranker,
-                compressor=setting.compressor,
-                target_ratio=setting.target_ratio,
-                retrieval=setting.retrieval,
-                context_chunk_ids=dumps([h.chunk_id for h in hits]),
-                retrieve_seconds=retrieve_s[setting.retrieval, q.id],
-                rerank_seconds=rerank_s[key],
-                **retrieval_scores(ranked[key], q.gold_doc_ids, setting.top_k),
-                status="pending",
-            )
-            try:
-                comp = compressor.compress([h.text for h in hits], q.question, setting.target_ratio)
-            except Exception as exc:  # one bad sample is a failed row, not a lost sweep
-                rows.append(base.model_copy(update={"status": "failed", "error": f"compress: {exc}"[:2000]}))
-                continue
-            context = _context(hits, comp)
+def _prepare(
+    setting: Setting,
+    questions: list[Question],
+    ranked: Ranked,
+    retrieve_s: dict[tuple[str, str], float],
+    rerank_s: dict[tuple[str, str, str], float],
+    comps: Components,
+    layout: PromptLayout,
+    run_id: str,
+    tick: Progress,
+) -> tuple[list[SampleRow], list[str | None]]:
+    """Compress and lay out every question of one setting; a failure is a failed row, never a gap."""
+    compressor = comps.compressors[setting.compressor]
+    rows: list[SampleRow] = []
+    prompts: list[str | None] = []
+    for i, q in enumerate(questions, start=1):
+        key = (setting.retrieval, setting.reranker, q.id)
+        hits = ranked[key][: setting.top_k]
+        base = SampleRow(
+            run_id=run_id,
+            setting_hash=setting.config_hash(),
+            setting_name=setting.name,
+            setting_json=setting.model_dump_json(),
+            question_id=q.id,
+            question=q.question,
+            answerable=q.answerable,
+            gold_answers=dumps(q.answers),
+            top_k=setting.top_k,
+            reranker=setting.reranker,
+            compressor=setting.compressor,
+            target_ratio=setting.target_ratio,
+            retrieval=setting.retrieval,
+            layout=setting.layout,
+            retrieve_seconds=retrieve_s[setting.retrieval, q.id],
+            rerank_seconds=rerank_s[key],
+            **retrieval_scores(ranked[key], q.gold_doc_ids, setting.top_k),
+            status="pending",
+        )
+        try:
+            comp = compressor.compress([h.text for h in hits], q.question, setting.target_ratio)
+        except Exception as exc:  # one bad sample is a failed row, not a lost sweep
             rows.append(
                 base.model_copy(
                     update={
-                        "context_text": context,
-                        "context_tokens_in": comp.tokens_in,
-                        "context_tokens_out": comp.tokens_out,
-                        "realized_ratio": comp.ratio if comp.tokens_out else None,
-                        "compress_seconds": comp.seconds,
+                        "status": "failed",
+                        "error": f"compress: {exc}"[:2000],
+                        "context_chunk_ids": dumps([h.chunk_id for h in hits]),
                     }
                 )
             )
-            prompts.append(layout.render(context, q.question))
-            contexts.append(context)
-            tick(f"compress {setting.name}", i, len(questions))
-        stages[f"compress:{setting.name}"] = time.perf_counter() - t0
+            prompts.append(None)
+            continue
+        kept = (
+            comp.kept if comp.kept is not None else (list(range(len(hits))) if len(comp.texts) == len(hits) else None)
+        )
+        order = arrange(len(comp.texts), setting.layout)
+        titles = [hits[kept[j]].title for j in order] if kept is not None else [""] * len(order)
+        ids = [hits[kept[j]].chunk_id for j in order] if kept is not None else [h.chunk_id for h in hits]
+        context = context_block(titles, [comp.texts[j] for j in order])
+        realized = comp.ratio if comp.tokens_out else None
+        rows.append(
+            base.model_copy(
+                update={
+                    "context_chunk_ids": dumps(ids),
+                    "context_text": context,
+                    "context_tokens_in": comp.tokens_in,
+                    "context_tokens_out": comp.tokens_out,
+                    "realized_ratio": realized,
+                    "ratio_gap": (realized - setting.target_ratio) / setting.target_ratio if realized else None,
+                    "compress_seconds": comp.seconds,
+                    "compress_calls": comp.calls,
+                }
+            )
+        )
+        prompts.append(layout.render(context, q.question))
+        tick(f"compress {setting.name}", i, len(questions))
+    return rows, prompts
 
-        t0 = time.perf_counter()
-        waiting = [i for i, r in enumerate(rows) if r.status == "pending"]
-        try:
-            gens = comps.generator.generate(prompts)
-            if len(gens) != len(prompts):
-                raise RuntimeError(f"generator returned {len(gens)} outputs for {len(prompts)} prompts")
-        except Exception as exc:
-            for i in waiting:
-                rows[i] = rows[i].model_copy(update={"status": "failed", "error": f"generate: {exc}"[:2000]})
-        else:
-            for i, gen, context in zip(waiting, gens, contexts, strict=True):
-                rows[i] = rows[i].model_copy(
-                    update={
-                        "answer": gen.text,
-                        "prompt_tokens": gen.prompt_tokens,
-                        "cached_tokens": gen.cached_tokens,
-                        "ttft_s": gen.ttft_s,
-                        "status": "ok",
-                        **_score(gen.text, context, json.loads(rows[i].gold_answers)),
-                    }
-                )
-        stages[f"generate:{setting.name}"] = time.perf_counter() - t0
-        store.add_samples(rows)
-        n_rows += len(rows)
-    store.finish_run(
-        run_id,
-        "ok",
-        stage_seconds=dumps(stages),
-        warm_prefix_tokens=warm.prefix_tokens,
-        warm_cached_tokens=warm.cached_tokens,
-        warm_cold_ttft_s=warm.cold_ttft_s,
-        warm_warm_ttft_s=warm.warm_ttft_s,
-    )
-    return SweepResult(
-        run_id=run_id,
-        store_path=str(config.store_path),
-        n_samples=n_rows,
-        stage_seconds=stages,
-        leaderboard=store.leaderboard(run_id),
-        warm=warm,
-    )
+
+def _flush_caches(compressors: Iterable[Compressor]) -> None:
+    """Persist new query-agnostic compressions once per setting (one LanceDB commit, not one per passage)."""
+    for compressor in compressors:
+        flush = getattr(getattr(compressor, "cache", None), "flush", None)
+        if flush is not None:
+            flush()
+
+
+def _generate(rows: list[SampleRow], prompts: list[str | None], generator: Generator) -> None:
+    """One engine batch for the setting; scores land in `rows` in place."""
+    waiting = [i for i, p in enumerate(prompts) if p is not None]
+    try:
+        gens = generator.generate([prompts[i] or "" for i in waiting])
+        if len(gens) != len(waiting):
+            raise RuntimeError(f"generator returned {len(gens)} outputs for {len(waiting)} prompts")
+    except Exception as exc:
+        for i in waiting:
+            rows[i] = rows[i].model_copy(update={"status": "failed", "error": f"generate: {exc}"[:2000]})
+        return
+    for i, gen in zip(waiting, gens, strict=True):
+        golds = json.loads(rows[i].gold_answers)
+        rows[i] = rows[i].model_copy(
+            update={
+                "answer": gen.text,
+                "prompt_tokens": gen.prompt_tokens,
+                "cached_tokens": gen.cached_tokens,
+                "ttft_s": gen.ttft_s,
+                "status": "ok",
+                **_score(gen.text, rows[i].context_text or "", golds),
+            }
+        )
+
+
+def _probe(
+    rows: list[SampleRow], prompts: list[str | None], probe_ids: set[str], generator: Generator
+) -> list[tuple[int, float]]:
+    """Serial requests on the probe sample: the latency truth, free of batch queueing."""
+    points: list[tuple[int, float]] = []
+    for i, (row, prompt) in enumerate(zip(rows, prompts, strict=True)):
+        if prompt is None or row.status != "ok" or row.question_id not in probe_ids:
+            continue
+        p = generator.probe(prompt)
+        build = (row.retrieve_seconds or 0.0) + (row.rerank_seconds or 0.0) + (row.compress_seconds or 0.0)
+        rows[i] = row.model_copy(
+            update={
+                "probe_ttft_s": p.ttft_s,
+                "probe_prefill_s": p.prefill_s,
+                "probe_decode_s": p.decode_s,
+                "probe_cached_tokens": p.cached_tokens,
+                "e2e_latency_s": build + p.ttft_s if p.ttft_s is not None else None,
+            }
+        )
+        if p.prefill_s is not None:
+            points.append((p.prompt_tokens - p.cached_tokens, p.prefill_s))
+    return points
+
+
+def fit_prefill(points: Sequence[tuple[int, float]]) -> tuple[float, float] | None:
+    """Least-squares fit of prefill seconds = a*C + b*C^2 over (uncached prompt tokens C, seconds)."""
+    import numpy as np
+
+    usable = [(c, t) for c, t in points if c > 0]
+    if len({c for c, _ in usable}) < 2:
+        return None
+    c = np.array([p[0] for p in usable], dtype=float)
+    t = np.array([p[1] for p in usable], dtype=float)
+    (a, b), *_ = np.linalg.lstsq(np.stack([c, c * c], axis=1), t, rcond=None)
+    return float(a), float(b)
+
+
+def arrange(n: int, layout: str) -> list[int]:
+    """Prompt order of n passages ranked best first: `ranked` keeps it; `edges` puts the best at both ends.
+
+    edges for 5: [0, 2, 4, 3, 1] - the two most relevant open and close the context (lost in the middle).
+    """
+    if layout == "ranked":
+        return list(range(n))
+    return list(range(0, n, 2)) + list(reversed(range(1, n, 2)))
+
+
+def sha256_hex(text: str) -> str:
+    """sha256 of a string, for deterministic sampling."""
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def retrieval_scores(ranked: Sequence[Hit], gold: Sequence[str], k: int) -> dict[str, Any]:
@@ -288,10 +434,3 @@ def retrieval_scores(ranked: Sequence[Hit], gold: Sequence[str], k: int) -> dict
         "retrieval_recall": len(wanted & set(docs[:k])) / len(wanted),
         "candidate_recall": len(wanted & set(docs)) / len(wanted),
     }
-
-
-def _context(hits: Sequence[Hit], comp: CompressionResult) -> str:
-    # A query-aware compressor may drop whole passages; titles then no longer line up, so leave them off.
-    if len(comp.texts) == len(hits):
-        return context_block([h.title for h in hits], comp.texts)
-    return context_block([""] * len(comp.texts), comp.texts)

@@ -50,6 +50,7 @@ def _environment() -> None:
     # Scheduled deployments run through a worker and keep Prefect's normal logging.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("LANCE_LOG", "error")  # lance's scanner deprecation notes, once per query
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

@@ -17,6 +17,7 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory) -> None:
     mp.setenv("PREFECT_LOGGING_LEVEL", "WARNING")
     mp.setenv("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
     mp.setenv("VLLM_LOGGING_LEVEL", "WARNING")
+    mp.setenv("LANCE_LOG", "error")
     mp.setenv("HF_HUB_OFFLINE", "1")
     mp.setenv("TOKENIZERS_PARALLELISM", "false")
 

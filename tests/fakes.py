@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from eval.compress import CompressionResult
-from eval.generate import Generation, WarmReport
+from eval.compress import CachedAgnosticCompressor, CompressionResult
+from eval.compress_cache import CompressionCache
+from eval.generate import Generation, Probe, WarmReport
 
 
 def count_words(text: str) -> int:
@@ -30,6 +31,8 @@ class ExtractingGenerator:
         self.batches: list[list[str]] = []
         self.fail = fail
         self.prefix = ""
+        self.resets = 0
+        self.probes: list[str] = []
 
     def count_tokens(self, text: str) -> int:
         return count_words(text)
@@ -38,6 +41,22 @@ class ExtractingGenerator:
         self.prefix = prefix
         n = count_words(prefix)
         return WarmReport(prefix_tokens=n, cached_tokens=n, cold_ttft_s=0.2, warm_ttft_s=0.02)
+
+    def reset_cache(self) -> None:
+        self.resets += 1
+
+    def probe(self, prompt: str) -> Probe:
+        self.probes.append(prompt)
+        n = count_words(prompt)
+        cached = count_words(self.prefix) if prompt.startswith(self.prefix) else 0
+        return Probe(
+            prompt_tokens=n,
+            cached_tokens=cached,
+            ttft_s=0.001 * n,
+            prefill_s=0.001 * (n - cached) + 1e-6 * (n - cached) ** 2,
+            decode_s=0.01,
+            output_tokens=3,
+        )
 
     def generate(self, prompts: Sequence[str]) -> list[Generation]:
         if self.fail:
@@ -58,21 +77,21 @@ class ExtractingGenerator:
         return outs
 
 
-class HalvingCompressor:
-    """Keeps every other word; query-agnostic; counts calls; can be told to fail on a question."""
+class HalvingCompressor(CachedAgnosticCompressor):
+    """Keeps every other word; query-agnostic and cached like the real ones; can fail on a question."""
 
     name = "halving"
-    query_aware = False
 
-    def __init__(self, fail_on: str | None = None) -> None:
-        self.calls = 0
+    def __init__(self, fail_on: str | None = None, cache: CompressionCache | None = None) -> None:
+        super().__init__(count_words, cache)
         self.fail_on = fail_on
+        self.compressed: list[str] = []
 
     def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
-        self.calls += 1
         if self.fail_on and self.fail_on in question:
             raise ValueError("cannot compress this one")
-        texts = [" ".join(p.split()[::2]) for p in passages]
-        return CompressionResult(
-            texts=texts, tokens_in=sum(map(count_words, passages)), tokens_out=sum(map(count_words, texts)), seconds=0.0
-        )
+        return super().compress(passages, question, ratio)
+
+    def _compress_many(self, passages: list[str], ratio: float) -> list[str]:
+        self.compressed.extend(passages)
+        return [" ".join(p.split()[::2]) for p in passages]

@@ -2,49 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import duckdb
-import pytest
 
-from corpus.chunk import SentenceChunker
-from corpus.embed import HashEmbedder
-from corpus.index import sync_index
-from corpus.load import load_documents
-from corpus.retrieve import LanceRetriever
-from eval.compress import NoCompressor
-from eval.rerank import DenseReranker
-from eval.settings import CompressionSpec, GridConfig, SweepConfig
-from eval.sweep import Components, run_sweep
-from tests.fakes import ExtractingGenerator, HalvingCompressor, count_words
-
-
-@pytest.fixture
-def setup(tmp_path: Path, tiny_corpus: Path, tiny_questions: Path):  # noqa: ANN201
-    index = tmp_path / "idx.lancedb"
-    sync_index(load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), index)
-    config = SweepConfig(
-        index_path=index,
-        questions_path=tiny_questions,
-        store_path=tmp_path / "r.duckdb",
-        embedder="hash",
-        retrieve_n=4,
-        grid=GridConfig(
-            compressions=[CompressionSpec(), CompressionSpec(compressor="halving", target_ratio=2.0)], top_ks=[1, 3]
-        ),
-    )
-    embedder = HashEmbedder()
-
-    def components(generator: ExtractingGenerator | None = None, halving: HalvingCompressor | None = None):  # noqa: ANN202
-        return Components(
-            embedder=embedder,
-            retriever=LanceRetriever(index, embedder),
-            rerankers={"dense": DenseReranker(embedder)},
-            compressors={"none": NoCompressor(count_words), "halving": halving or HalvingCompressor()},
-            generator=generator or ExtractingGenerator(),
-        )
-
-    return config, components
+from eval.sweep import run_sweep
+from tests.fakes import ExtractingGenerator, HalvingCompressor
 
 
 def test_one_row_per_question_and_setting_with_scores(setup) -> None:  # noqa: ANN001

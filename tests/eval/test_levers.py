@@ -1,0 +1,203 @@
+"""Rerank, compress, lay out, warm, probe: each lever's mechanics with real classes or registered fakes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from corpus.embed import HashEmbedder, bundled_minilm_path
+from corpus.models import Hit
+from eval.compress import EngineLinguaCompressor, ExtractiveCompressor
+from eval.compress_cache import LanceCompressionCache, MemoryCache, cache_key
+from eval.prompt import PromptLayout
+from eval.rerank import CrossEncoderReranker, QueryLikelihoodReranker, build_reranker
+from eval.sweep import arrange, fit_prefill, run_sweep
+from tests.fakes import HalvingCompressor, WordTokenizer, count_words
+
+
+def hit(doc: str, text: str) -> Hit:
+    return Hit(chunk_id=doc, doc_id=doc, title=doc, text=text, score=0.0)
+
+
+HITS = [
+    hit("Paris", "Paris is the capital of France."),
+    hit("Liverpool", "The Beatles formed in Liverpool."),
+    hit("Nile", "The Nile flows north."),
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A randomly initialised 2-layer BERT cross-encoder with MiniLM's tokenizer: real class, tiny weights."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("ce")
+    tok = AutoTokenizer.from_pretrained(bundled_minilm_path())
+    config = BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
+    )
+    BertForSequenceClassification(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return str(folder)
+
+
+def test_cross_encoder_reranks_by_the_real_model(tiny_cross_encoder: str) -> None:
+    from sentence_transformers import CrossEncoder
+
+    reranker = build_reranker(f"cross-encoder:{tiny_cross_encoder}")
+    assert isinstance(reranker, CrossEncoderReranker)
+    out = reranker.rerank("Where did the Beatles form?", HITS)
+    expected = CrossEncoder(tiny_cross_encoder).predict(
+        [("Where did the Beatles form?", f"{h.title}\n{h.text}") for h in HITS]
+    )
+    assert [h.doc_id for h in out] == [HITS[i].doc_id for i in np.argsort(-expected, kind="stable")]
+    assert [h.score for h in out] == pytest.approx(sorted(expected.tolist(), reverse=True), abs=1e-5)
+
+
+class OverlapScorer:
+    """Fake engine: a question token is likely (log p = 0) when it occurs earlier in the prompt, else -5."""
+
+    def __init__(self) -> None:
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(bundled_minilm_path())
+        self.batches: list[int] = []
+
+    def token_logprobs(self, token_ids):  # noqa: ANN001, ANN201
+        self.batches.append(len(token_ids))
+        return [[None] + [0.0 if t in ids[:i] else -5.0 for i, t in enumerate(ids) if i > 0] for ids in token_ids]
+
+
+def test_query_likelihood_scores_question_given_passage_in_one_batch() -> None:
+    scorer = OverlapScorer()
+    out = QueryLikelihoodReranker(scorer).rerank("where did the beatles form", HITS)
+    assert out[0].doc_id == "Liverpool"
+    assert scorer.batches == [3]
+    with pytest.raises(Exception, match="needs the vLLM engine"):
+        build_reranker("query-likelihood")
+
+
+def test_extractive_compressor_keeps_question_sentences_within_budget() -> None:
+    passages = [
+        "The Beatles formed in Liverpool in 1960. They sold many records. Ringo joined later.",
+        "Paris is the capital of France. It has the Eiffel Tower.",
+    ]
+    comp = ExtractiveCompressor(count_words, HashEmbedder()).compress(passages, "Where did the Beatles form?", 4.0)
+    assert comp.texts[0].startswith("The Beatles formed in Liverpool")
+    assert comp.tokens_out <= comp.tokens_in / 4 + 8  # one sentence may overshoot the budget
+    assert comp.kept is not None and comp.kept[0] == 0 and len(comp.kept) == len(comp.texts)
+
+
+def test_engine_lingua_prunes_words_to_budget_keeping_numbers() -> None:
+    scorer = OverlapScorer()
+    text = "the cat sat on the mat in 1999 and the cat sat again on the mat"
+    comp = EngineLinguaCompressor(count_words, scorer)
+    out = comp.compress([text], "ignored", 3.0)
+    words = out.texts[0].split()
+    assert "1999" in words and len(words) < len(text.split()) / 2
+    assert out.calls == 1 and comp.compress([text], "another question", 3.0).calls == 0
+
+
+def test_agnostic_compression_reused_across_settings_and_runs(tmp_path: Path, setup) -> None:  # noqa: ANN001
+    config, components = setup
+    index_cache = LanceCompressionCache(config.index_path)
+    first = HalvingCompressor(cache=index_cache)
+    result = run_sweep(config, components(halving=first))
+    con = duckdb.connect(result.store_path)
+    texts = con.execute(
+        "SELECT DISTINCT unnest(from_json(context_chunk_ids, '[\"VARCHAR\"]')) FROM samples "
+        "WHERE compressor = 'halving' AND top_k = 3"
+    ).fetchall()
+    assert len(first.compressed) == len(set(first.compressed)) == len(texts)  # each chunk compressed once
+    assert con.execute("SELECT sum(compress_calls) FROM samples WHERE compressor='halving' AND top_k=1").fetchone()[
+        0
+    ] + con.execute("SELECT sum(compress_calls) FROM samples WHERE compressor='halving' AND top_k=3").fetchone()[
+        0
+    ] == len(first.compressed)
+    con.close()
+    second = HalvingCompressor(cache=LanceCompressionCache(config.index_path))  # a new process, same index
+    again = run_sweep(config, components(halving=second))
+    con = duckdb.connect(again.store_path)
+    assert second.compressed == []
+    calls, secs = con.execute(
+        "SELECT sum(compress_calls), sum(compress_seconds) FROM samples WHERE run_id = ? AND compressor='halving'",
+        [again.run_id],
+    ).fetchone()
+    assert (calls, secs) == (0, 0.0)
+    assert index_cache.get(cache_key("halving", 2.0, first.compressed[0])) is not None
+
+
+def test_realized_ratio_and_gap_recorded(setup) -> None:  # noqa: ANN001
+    config, components = setup
+    result = run_sweep(config, components())
+    con = duckdb.connect(result.store_path)
+    rows = con.execute(
+        "SELECT target_ratio, realized_ratio, ratio_gap FROM samples WHERE compressor='halving'"
+    ).fetchall()
+    assert rows and all(r[1] is not None and abs(r[2] - (r[1] - r[0]) / r[0]) < 1e-9 for r in rows)
+
+
+def test_prompt_layout_order_and_stable_prefix() -> None:
+    layout = PromptLayout(WordTokenizer())
+    prompt = layout.render("[1] K2: high", "How high?")
+    prefix = layout.stable_prefix()
+    assert prompt.startswith(prefix) and prefix.startswith("<system>")
+    assert prompt.index(layout.system_prefix) < prompt.index("[1] K2: high") < prompt.index("How high?")
+    assert arrange(5, "ranked") == [0, 1, 2, 3, 4]
+    assert arrange(5, "edges") == [0, 2, 4, 3, 1] and arrange(2, "edges") == [0, 1]
+
+
+def test_edges_layout_puts_best_passages_at_both_ends(setup) -> None:  # noqa: ANN001
+    config, components = setup
+    grid = config.grid.model_copy(update={"layouts": ["ranked", "edges"], "top_ks": [3]})
+    result = run_sweep(config.model_copy(update={"grid": grid}), components())
+    con = duckdb.connect(result.store_path)
+    pairs = con.execute("""SELECT r.context_chunk_ids, e.context_chunk_ids FROM samples r JOIN samples e
+        USING (question_id, compressor) WHERE r.layout = 'ranked' AND e.layout = 'edges'""").fetchall()
+    import json
+
+    for ranked, edges in pairs:
+        r = json.loads(ranked)
+        assert json.loads(edges) == [r[i] for i in arrange(len(r), "edges")]
+
+
+def test_warm_probe_and_prefill_fit(setup) -> None:  # noqa: ANN001
+    config, components = setup
+    comps = components()
+    result = run_sweep(config.model_copy(update={"probe_questions": 2}), comps)
+    con = duckdb.connect(result.store_path)
+    probed = con.execute(
+        "SELECT count(*), count(DISTINCT question_id) FROM samples WHERE probe_ttft_s IS NOT NULL"
+    ).fetchone()
+    assert probed == (2 * 4, 2)
+    assert con.execute(
+        "SELECT bool_and(abs(e2e_latency_s - (retrieve_seconds + rerank_seconds + compress_seconds "
+        "+ probe_ttft_s)) < 1e-9) FROM samples WHERE probe_ttft_s IS NOT NULL"
+    ).fetchone()[0]
+    assert comps.generator.resets == 2 * 4  # before each setting's batch and before its probes
+    a, b, n = con.execute("SELECT prefill_a, prefill_b, prefill_fit_points FROM runs").fetchone()
+    assert n == 8 and a == pytest.approx(0.001, rel=1e-3) and b == pytest.approx(1e-6, rel=1e-3)
+    assert result.warm is not None and result.warm.cached_tokens > 0
+
+
+def test_fit_prefill_recovers_coefficients() -> None:
+    points = [(c, 0.0008 * c + 2e-7 * c * c) for c in (250, 1000, 2000, 4000)]
+    a, b = fit_prefill(points) or (0, 0)
+    assert a == pytest.approx(0.0008, rel=1e-6) and b == pytest.approx(2e-7, rel=1e-6)
+    assert fit_prefill([(100, 0.1)]) is None
+
+
+def test_memory_cache_roundtrip() -> None:
+    cache = MemoryCache()
+    cache.put_many({"k": "v"})
+    assert cache.get("k") == "v" and cache.get("x") is None
