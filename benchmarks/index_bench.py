@@ -84,10 +84,14 @@ def main() -> None:
     print(f"{'retrieval':<16}{'p50 ms':>9}{'p95 ms':>9}{'recall@5':>10}{'recall@20':>11}")
     for mode in RETRIEVAL_MODES:
         lat = latency[mode]
-        print(f"{mode:<16}{1000 * statistics.median(lat):>9.1f}{1000 * _pct(lat, 0.95):>9.1f}"
-              f"{recall[mode][5]:>10.3f}{recall[mode][20]:>11.3f}")
-        print(f"{mode + ' + dense':<16}{'':>9}{'':>9}{recall[mode + '+dense'][5]:>10.3f}"
-              f"{recall[mode + '+dense'][20]:>11.3f}")
+        print(
+            f"{mode:<16}{1000 * statistics.median(lat):>9.1f}{1000 * _pct(lat, 0.95):>9.1f}"
+            f"{recall[mode][5]:>10.3f}{recall[mode][20]:>11.3f}"
+        )
+        print(
+            f"{mode + ' + dense':<16}{'':>9}{'':>9}{recall[mode + '+dense'][5]:>10.3f}"
+            f"{recall[mode + '+dense'][20]:>11.3f}"
+        )
     figures = {
         "documents": len(docs),
         "chunks": n,

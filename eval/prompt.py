@@ -26,9 +26,12 @@ def context_block(titles: Sequence[str], texts: Sequence[str]) -> str:
 class PromptLayout:
     """Renders prompts with the generator's chat template; the system prefix is identical for all."""
 
-    def __init__(self, tokenizer: Any, system_prefix: str = SYSTEM_PREFIX) -> None:
+    def __init__(self, tokenizer: Any, system_prefix: str = SYSTEM_PREFIX, pinned: Sequence[str] = ()) -> None:
         self.tokenizer = tokenizer
-        self.system_prefix = system_prefix
+        # Pinned reference documents belong to the stable prefix: identical in every prompt, so cached.
+        self.system_prefix = system_prefix + (
+            "\n\nReference documents (always available):\n" + "\n\n".join(pinned) if pinned else ""
+        )
 
     def render(self, context: str, question: str) -> str:
         """[system prefix][context][question] through the chat template."""

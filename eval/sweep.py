@@ -15,13 +15,15 @@ from corpus.load import read_jsonl
 from corpus.models import Hit, Question
 from corpus.retrieve import LanceRetriever, Retriever
 from eval.compress import Compressor, CompressorContext, build_compressors
+from eval.faithfulness import ClaimChecker
 from eval.generate import Generator, VLLMGenerator, WarmReport
-from eval.metrics import METRICS
+from eval.metrics import METRICS, abstained
 from eval.prompt import PromptLayout, context_block
 from eval.provenance import file_sha256, git_state, package_versions
 from eval.rerank import Reranker, build_reranker
+from eval.rows import ClaimRow, QuestionRow, RunRow, SampleRow, SettingRow
 from eval.settings import Setting, SweepConfig
-from eval.store import DuckDBStore, RunRow, SampleRow, dumps
+from eval.store import DuckDBStore, dumps
 
 Progress = Callable[[str, int, int], None]
 """Callback (stage, done, total) for progress bars."""
@@ -137,7 +139,28 @@ def run_sweep(
             corpus_sha256=comps.corpus_sha256,
             n_questions=len(questions),
             n_settings=len(settings),
-        )
+        ),
+        [
+            SettingRow(
+                run_id=run_id,
+                setting_hash=s.config_hash(),
+                setting_name=s.name,
+                setting_json=s.model_dump_json(),
+                **s.model_dump(),
+            )
+            for s in settings
+        ],
+        [
+            QuestionRow(
+                run_id=run_id,
+                question_id=q.id,
+                question=q.question,
+                answers=dumps(q.answers),
+                gold_doc_ids=dumps(q.gold_doc_ids),
+                answerable=q.answerable,
+            )
+            for q in questions
+        ],
     )
     try:
         result = _run(config, comps, store, run_id, questions, settings, stages, tick)
@@ -182,13 +205,16 @@ def _run(
         comps.generator.warm(prefix)
         _generate(rows, prompts, comps.generator)
         stages[f"generate:{setting.name}"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        claims = _judge(rows, ClaimChecker(comps.embedder))
+        stages[f"faithfulness:{setting.name}"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         comps.generator.reset_cache()
         comps.generator.warm(prefix)
         probes += _probe(rows, prompts, probe_ids, comps.generator)
         stages[f"probe:{setting.name}"] = time.perf_counter() - t0
-        store.add_samples(rows)
+        store.add_samples(rows, claims)
         n_rows += len(rows)
     fit = fit_prefill(probes)
     store.finish_run(
@@ -363,6 +389,34 @@ def _generate(rows: list[SampleRow], prompts: list[str | None], generator: Gener
                 **_score(gen.text, rows[i].context_text or "", golds),
             }
         )
+
+
+def _judge(rows: list[SampleRow], checker: ClaimChecker) -> list[ClaimRow]:
+    """Faithfulness and abstention of each answered row; returns the claim evidence rows."""
+    claims: list[ClaimRow] = []
+    for i, row in enumerate(rows):
+        if row.status != "ok" or row.answer is None:
+            continue
+        result = checker.check(row.answer, row.context_text or "")
+        rows[i] = row.model_copy(
+            update={
+                "faithfulness": result.score,
+                "faithfulness_status": result.status,
+                "n_claims": len(result.claims),
+                "abstained": abstained(row.answer),
+            }
+        )
+        claims += [
+            ClaimRow(
+                run_id=row.run_id,
+                setting_hash=row.setting_hash,
+                question_id=row.question_id,
+                claim_idx=j,
+                **v.model_dump(),
+            )
+            for j, v in enumerate(result.claims)
+        ]
+    return claims
 
 
 def _probe(

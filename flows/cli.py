@@ -244,8 +244,7 @@ def report(
     if not store.is_file():
         _fail(CribsheetError(f"{store}: no results store here"))
     db = DuckDBStore(store)
-    latest = db.con.execute("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").fetchone()
-    run_id = run or (str(latest[0]) if latest else None)
+    run_id = run or db.latest_run()
     if run_id is None:
         _fail(CribsheetError(f"{store}: no runs stored yet"))
         return

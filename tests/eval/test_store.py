@@ -1,11 +1,26 @@
+"""The results store: schema from row models, append-only migrations, transactions, NULLs, locking, crash."""
+
+from __future__ import annotations
+
 import datetime as dt
 import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from eval.store import SCHEMA_VERSION, DuckDBStore, RunRow, SampleRow, columns
+from corpus.errors import CribsheetError
+from eval.rows import ClaimRow
+from eval.store import SCHEMA_VERSION, TABLES, DuckDBStore, RunRow, SampleRow, columns
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(run_id: str = "r1") -> RunRow:
@@ -24,11 +39,11 @@ def _run(run_id: str = "r1") -> RunRow:
     )
 
 
-def _sample(qid: str, **kw: object) -> SampleRow:
+def _sample(qid: str, setting: str = "sh", **kw: object) -> SampleRow:
     base = dict(
         run_id="r1",
-        setting_hash="sh",
-        setting_name="none-k3-dense",
+        setting_hash=setting,
+        setting_name=f"none-k3-{setting}",
         setting_json="{}",
         question_id=qid,
         question="?",
@@ -44,13 +59,31 @@ def _sample(qid: str, **kw: object) -> SampleRow:
     return SampleRow(**(base | kw))
 
 
+def _claim(qid: str) -> ClaimRow:
+    return ClaimRow(
+        run_id="r1",
+        setting_hash="sh",
+        question_id=qid,
+        claim_idx=0,
+        claim="c",
+        best_span="s",
+        lexical=1.0,
+        semantic=0.9,
+        numbers_ok=True,
+        names_ok=True,
+        supported=True,
+    )
+
+
 def test_tables_follow_row_models_and_schema_is_versioned(tmp_path: Path) -> None:
-    store = DuckDBStore(tmp_path / "r.duckdb")
-    cols = store.con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name='samples' ORDER BY ordinal_position"
-    ).fetchall()
-    assert [c[0] for c in cols] == [n for n, _ in columns(SampleRow)]
-    assert store.con.execute("SELECT max(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+    DuckDBStore(tmp_path / "r.duckdb")
+    con = duckdb.connect(str(tmp_path / "r.duckdb"))
+    for table, model in TABLES.items():
+        cols = con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name=? ORDER BY ordinal_position", [table]
+        ).fetchall()
+        assert [c[0] for c in cols] == [n for n, _ in columns(model)]
+    assert con.execute("SELECT max(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_old_table_gets_new_columns_appended(tmp_path: Path) -> None:
@@ -60,49 +93,60 @@ def test_old_table_gets_new_columns_appended(tmp_path: Path) -> None:
     con.execute("INSERT INTO samples VALUES ('old', 'q')")
     con.close()
     store = DuckDBStore(path)
-    names = [r[0] for r in store.con.execute("DESCRIBE samples").fetchall()]
-    assert names[:2] == ["run_id", "question_id"] and "ttft_s" in names
-    assert store.con.execute("SELECT count(*) FROM samples WHERE run_id='old'").fetchone()[0] == 1
+    names = [r["column_name"] for r in store.query("DESCRIBE samples")]
+    assert names[:2] == ["run_id", "question_id"] and "faithfulness" in names
+    assert store.query("SELECT count(*) AS n FROM samples WHERE run_id='old'")[0]["n"] == 1
 
 
-def test_failed_insert_rolls_back_the_whole_batch(tmp_path: Path) -> None:
+def test_failed_insert_rolls_back_samples_and_claims_together(tmp_path: Path) -> None:
     store = DuckDBStore(tmp_path / "r.duckdb")
     store.start_run(_run())
-    store.add_samples([_sample("q1")])
+    store.add_samples([_sample("q1")], [_claim("q1")])
     bad = _sample("q3").model_copy(update={"top_k": "not a number"})
     with pytest.raises(duckdb.Error):
-        store.add_samples([_sample("q2"), bad])
-    assert store.con.execute("SELECT list(question_id) FROM samples").fetchone()[0] == ["q1"]
+        store.add_samples([_sample("q2"), bad], [_claim("q2")])
+    assert store.query("SELECT list(question_id) AS q FROM samples")[0]["q"] == ["q1"]
+    assert store.query("SELECT list(question_id) AS q FROM claims")[0]["q"] == ["q1"]
 
 
-def test_missing_values_are_null_and_leaderboard_ignores_them(tmp_path: Path) -> None:
+def test_missing_values_are_null_and_views_ignore_them(tmp_path: Path) -> None:
     store = DuckDBStore(tmp_path / "r.duckdb")
     store.start_run(_run())
     store.add_samples(
         [
             _sample("q1", answer_contains=1.0, ttft_s=0.2, context_tokens_in=100, context_tokens_out=25),
             _sample("q2", status="failed", error="compress: boom"),
+            _sample("q1", setting="fast", answer_contains=1.0, ttft_s=0.1),
+            _sample("q2", setting="fast", answer_contains=0.0, ttft_s=0.1),
         ]
     )
-    (n_null,) = store.con.execute("SELECT count(*) FROM samples WHERE answer_contains IS NULL").fetchone()
-    assert n_null == 1
-    [row] = store.leaderboard("r1")
+    assert store.query("SELECT count(*) AS n FROM samples WHERE answer_contains IS NULL")[0]["n"] == 1
+    board = {r["setting_hash"]: r for r in store.leaderboard("r1")}
+    row = board["sh"]
     assert (row["n"], row["n_failed"], row["answer_contains"], row["realized_ratio"]) == (2, 1, 1.0, 4.0)
-    assert not any(isinstance(v, float) and math.isnan(v) for v in row.values())
+    assert not any(isinstance(v, float) and math.isnan(v) for r in board.values() for v in r.values())
+    pareto = {r["setting_hash"] for r in store.query("SELECT setting_hash FROM v_pareto")}
+    assert pareto == {"sh", "fast"}  # sh is better on recall, fast on TTFT
+    diff = store.query("SELECT * FROM v_sample_diff WHERE a_setting LIKE '%-sh' AND question_id='q1'")
+    assert len(diff) == 1 and diff[0]["answer_contains_diff"] == 0.0
+
+
+def test_export_parquet_writes_every_table(tmp_path: Path) -> None:
+    store = DuckDBStore(tmp_path / "r.duckdb")
+    store.start_run(_run())
+    store.add_samples([_sample("q1")], [_claim("q1")])
+    written = store.export_parquet(tmp_path / "export")
+    assert sorted(p.name for p in written) == sorted(f"{t}.parquet" for t in TABLES)
+    assert duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'export' / 'samples.parquet'}'").fetchall() == [(1,)]
 
 
 def test_store_opens_in_the_duckdb_shell(tmp_path: Path) -> None:
-    import shutil
-    import subprocess
-    import sys
-
     shell = Path(sys.executable).with_name("duckdb")
     if not shell.exists():
         shell = Path(shutil.which("duckdb") or "duckdb")
     store = DuckDBStore(tmp_path / "r.duckdb")
     store.start_run(_run())
     store.add_samples([_sample("q1", answer_contains=1.0)])
-    store.close()
     proc = subprocess.run(
         [str(shell), "-csv", str(tmp_path / "r.duckdb"), "select setting_name, n from v_leaderboard"],
         capture_output=True,
@@ -110,4 +154,88 @@ def test_store_opens_in_the_duckdb_shell(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["setting_name,n", "none-k3-dense,1"]
+    assert proc.stdout.splitlines() == ["setting_name,n", "none-k3-sh,1"]
+
+
+def _hold_lock(path: Path, seconds: float) -> subprocess.Popen:
+    code = textwrap.dedent(f"""
+        import duckdb, sys, time
+        con = duckdb.connect({str(path)!r})
+        con.execute("BEGIN"); con.execute("INSERT INTO samples (run_id, question_id) VALUES ('x', 'x')")
+        print("locked", flush=True); time.sleep({seconds})
+        con.execute("COMMIT")
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_second_writer_waits_then_gives_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "r.duckdb"
+    DuckDBStore(path)
+    holder = _hold_lock(path, 5)
+    try:
+        with pytest.raises(CribsheetError, match=r"r\.duckdb: results store is in use by another process"):
+            DuckDBStore(path, lock_timeout_s=0.5)
+        start = time.monotonic()
+        store = DuckDBStore(path, lock_timeout_s=30)  # waits for the holder to finish
+        assert time.monotonic() - start > 0.5
+        assert store.query("SELECT count(*) AS n FROM samples")[0]["n"] == 1
+    finally:
+        holder.wait(timeout=30)
+
+
+def test_killed_sweep_leaves_only_complete_settings(tmp_path: Path, tiny_corpus: Path, tiny_questions: Path) -> None:
+    """SIGKILL in the middle of a sweep: the file opens, and holds whole settings only."""
+    store = tmp_path / "r.duckdb"
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from pathlib import Path
+        from corpus.chunk import SentenceChunker
+        from corpus.embed import HashEmbedder
+        from corpus.index import sync_index
+        from corpus.load import load_documents
+        from corpus.retrieve import LanceRetriever
+        from eval.compress import NoCompressor
+        from eval.rerank import DenseReranker
+        from eval.settings import GridConfig, SweepConfig
+        from eval.sweep import Components, run_sweep
+        from tests.fakes import ExtractingGenerator, count_words
+
+        class SlowGenerator(ExtractingGenerator):
+            def generate(self, prompts):
+                out = super().generate(prompts)
+                print("batch", len(self.batches), flush=True)
+                if len(self.batches) >= 2:
+                    time.sleep(60)  # killed here, between settings
+                return out
+
+        index = Path({str(tmp_path / "idx.lancedb")!r})
+        emb = HashEmbedder()
+        sync_index(load_documents(Path({str(tiny_corpus)!r})), SentenceChunker(), emb, index)
+        comps = Components(embedder=emb, retriever=LanceRetriever(index, emb),
+                           rerankers={{"dense": DenseReranker(emb)}},
+                           compressors={{"none": NoCompressor(count_words)}}, generator=SlowGenerator())
+        config = SweepConfig(index_path=index, questions_path=Path({str(tiny_questions)!r}),
+                             store_path=Path({str(store)!r}), embedder="hash", grid=GridConfig(
+                                 compressions=[{{"compressor": "none"}}], top_ks=[1, 2, 3]))
+        run_sweep(config, comps)
+    """)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=os.environ | {"PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stdout is not None
+    while proc.stdout.readline().strip() != "batch 2":
+        pass
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    con = duckdb.connect(str(store), read_only=True)
+    per_setting = con.execute("SELECT setting_name, count(*) FROM samples GROUP BY 1").fetchall()
+    assert per_setting and all(n == 4 for _, n in per_setting) and len(per_setting) == 1
+    assert con.execute("SELECT status FROM runs").fetchone()[0] == "running"

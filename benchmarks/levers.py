@@ -1,0 +1,187 @@
+"""The levers, measured side by side in one run: TTFT, end-to-end crib-sheet latency, compressor cost, warm cache.
+
+For each compressor at 4x on the top-8 context of a sample of bundled answerable questions:
+- TTFT ratio uncompressed / 4x (generator alone, serial probes after a cache reset),
+- end-to-end ratio: retrieve + rerank + compress (cold: nothing cached) + TTFT,
+- compressor seconds as a fraction of the prefill seconds it saves, and the break-even per token,
+- answer and context answer recall;
+plus cold/warm TTFT of the stable prefix (system prompt alone, and with pinned reference documents).
+Prints a table, then one JSON object as the last line.
+Usage: .venv/bin/python benchmarks/levers.py [--questions N] [--index PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+COMPRESSORS = ["none", "llmlingua", "longllmlingua", "extractive", "engine-lingua"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--questions", type=int, default=24)
+    parser.add_argument("--top-k", type=int, default=8)
+    parser.add_argument("--ratio", type=float, default=4.0)
+    parser.add_argument("--index", type=Path, default=Path("runs/demo/index.lancedb"))
+    args = parser.parse_args()
+
+    from corpus.bundled import CORPUS_FILE, DEMO_FILE, build_bundled
+    from corpus.chunk import ChunkerConfig, SentenceChunker
+    from corpus.embed import SentenceTransformerEmbedder
+    from corpus.index import IndexOptions, sync_index
+    from corpus.load import read_jsonl
+    from corpus.models import Question
+    from corpus.retrieve import LanceRetriever
+    from corpus.sources import SkipLog, SourceConfig, iter_documents
+    from eval.assets import smollm2_dir
+    from eval.compress import CompressorContext, build_compressors
+    from eval.compress_cache import MemoryCache
+    from eval.generate import VLLMGenerator
+    from eval.metrics import answer_contains, context_answer_recall
+    from eval.prompt import PromptLayout, context_block
+    from eval.rerank import DenseReranker
+    from eval.settings import CompressorConfig, GeneratorConfig
+
+    work = Path(tempfile.mkdtemp(prefix="cribsheet-levers-"))
+    build_bundled(work)
+    emb = SentenceTransformerEmbedder()
+    if not args.index.exists():
+        docs = iter_documents(SourceConfig(path=work / CORPUS_FILE), SkipLog())
+        sync_index(docs, SentenceChunker(ChunkerConfig(), emb.count_tokens), emb, args.index, IndexOptions())
+    questions = [q for _, q in read_jsonl(work / DEMO_FILE, Question) if q.answerable][: args.questions]
+    retriever = LanceRetriever(args.index, emb)
+    reranker = DenseReranker(emb)
+    lm = str(smollm2_dir())
+    gen = VLLMGenerator(lm, GeneratorConfig())
+
+    def fresh_compressors() -> dict:
+        # A fresh in-memory cache per compressor: the bill for a passage never seen before.
+        ctx = CompressorContext(
+            count_tokens=gen.count_tokens,
+            config=CompressorConfig(),
+            model=lm,
+            embedder=emb,
+            scorer=gen,
+            cache=MemoryCache(),
+        )
+        return build_compressors(COMPRESSORS, ctx)
+
+    compressors = fresh_compressors()
+    layout = PromptLayout(gen.tokenizer)
+    prefix = layout.stable_prefix()
+
+    rows: dict[str, list[dict]] = {c: [] for c in COMPRESSORS}
+    for q in questions:
+        t0 = time.perf_counter()
+        hits = retriever.retrieve(q.question, 20)
+        t1 = time.perf_counter()
+        top = reranker.rerank(q.question, hits)[: args.top_k]
+        t2 = time.perf_counter()
+        for name in COMPRESSORS:
+            comp = compressors[name].compress([h.text for h in top], q.question, args.ratio if name != "none" else 1.0)
+            kept = comp.kept if comp.kept is not None else list(range(len(comp.texts)))
+            titles = [top[i].title for i in kept] if len(kept) == len(comp.texts) else [""] * len(comp.texts)
+            context = context_block(titles, comp.texts)
+            prompt = layout.render(context, q.question)
+            gen.reset_cache()
+            gen.warm(prefix)
+            probe = gen.probe(prompt)
+            rows[name].append(
+                {
+                    "retrieve": t1 - t0,
+                    "rerank": t2 - t1,
+                    "compress": comp.seconds,
+                    "ttft": probe.ttft_s or 0.0,
+                    "prefill": probe.prefill_s or 0.0,
+                    "tokens_in": comp.tokens_in,
+                    "tokens_out": comp.tokens_out,
+                    "prompt": prompt,
+                    "context": context,
+                    "golds": q.answers,
+                    "uncached": probe.prompt_tokens - probe.cached_tokens,
+                }
+            )
+    for name in COMPRESSORS:
+        answers = gen.generate([r["prompt"] for r in rows[name]])
+        for r, a in zip(rows[name], answers, strict=True):
+            r["answer_recall"] = answer_contains(a.text, r["golds"])
+            r["context_recall"] = context_answer_recall(r["context"], r["golds"])
+
+    def mean(name: str, key: str) -> float:
+        return statistics.fmean(r[key] for r in rows[name])
+
+    base_ttft, base_prefill = mean("none", "ttft"), mean("none", "prefill")
+    base_e2e = mean("none", "retrieve") + mean("none", "rerank") + base_ttft
+    prefill_per_token = base_prefill / mean("none", "uncached")
+    figures: dict[str, float | int] = {
+        "questions": len(questions),
+        "top_k": args.top_k,
+        "generator_prefill_s_per_token": round(prefill_per_token, 6),
+    }
+    print(f"{len(questions)} answerable questions, top-{args.top_k} context, requested ratio {args.ratio:g}x")
+    header = (
+        f"{'compressor':<15}{'ratio':>7}{'TTFT s':>8}{'TTFT x':>8}{'compress s':>11}{'e2e s':>8}{'e2e x':>7}"
+        f"{'cost/saved':>11}{'s/token':>10}{'ans rec':>8}{'ctx rec':>8}"
+    )
+    print(header)
+    for name in COMPRESSORS:
+        ttft, comp_s = mean(name, "ttft"), mean(name, "compress")
+        e2e = mean(name, "retrieve") + mean(name, "rerank") + comp_s + ttft
+        realized = sum(r["tokens_in"] for r in rows[name]) / max(1, sum(r["tokens_out"] for r in rows[name]))
+        saved = base_prefill - mean(name, "prefill")
+        cost_fraction = comp_s / saved if saved > 0 else float("inf")
+        per_token = comp_s / mean(name, "tokens_in")
+        print(
+            f"{name:<15}{realized:>7.2f}{ttft:>8.3f}{base_ttft / ttft:>8.2f}{comp_s:>11.3f}{e2e:>8.3f}"
+            f"{base_e2e / e2e:>7.2f}{cost_fraction:>11.2f}{per_token:>10.5f}{mean(name, 'answer_recall'):>8.3f}"
+            f"{mean(name, 'context_recall'):>8.3f}"
+        )
+        key = name.replace("-", "_")
+        figures |= {
+            f"{key}_realized_ratio": round(realized, 3),
+            f"{key}_ttft_s": round(ttft, 4),
+            f"{key}_compress_s": round(comp_s, 4),
+            f"{key}_answer_recall": round(mean(name, "answer_recall"), 3),
+            f"{key}_context_answer_recall": round(mean(name, "context_recall"), 3),
+        }
+        if name != "none":
+            figures |= {
+                f"{key}_ttft_speedup_ratio": round(base_ttft / ttft, 3),
+                f"{key}_e2e_speedup_ratio": round(base_e2e / e2e, 3),
+                f"{key}_cost_over_prefill_saved_ratio": round(cost_fraction, 3),
+                f"{key}_compress_s_per_token": round(per_token, 6),
+            }
+    print(f"break-even: a compressor pays on one request only below {prefill_per_token:.6f} s per context token")
+
+    docs = [
+        d for _, d in zip(range(12), iter_documents(SourceConfig(path=work / CORPUS_FILE), SkipLog()), strict=False)
+    ]
+    for label, lay in [
+        ("system prompt", layout),
+        ("system + pinned docs", PromptLayout(gen.tokenizer, pinned=[f"{d.title}: {d.text}" for d in docs])),
+    ]:
+        stable = lay.stable_prefix()
+        gen.reset_cache()
+        cold = gen.probe(stable)
+        warm = gen.probe(stable)
+        ratio = (warm.ttft_s or 0) / (cold.ttft_s or 1)
+        print(
+            f"stable prefix ({label}): {cold.prompt_tokens} tokens, {warm.cached_tokens} served from cache; "
+            f"TTFT cold {cold.ttft_s:.3f} s, warm {warm.ttft_s:.3f} s, warm/cold {ratio:.3f}"
+        )
+        key = "prefix" if label == "system prompt" else "pinned_prefix"
+        figures |= {
+            f"{key}_tokens": cold.prompt_tokens,
+            f"{key}_cached_tokens": warm.cached_tokens,
+            f"{key}_warm_cold_ratio": round(ratio, 3),
+        }
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

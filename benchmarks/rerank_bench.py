@@ -1,0 +1,78 @@
+"""Which reranker should be the offline default? Recall@k of the gold document before and after reranking.
+
+Candidates: the retriever's own order (hybrid RRF), dense cosine (the embedder), and query likelihood
+(UPR: mean log p(question | passage) under the generator LM through vLLM prompt_logprobs).
+Runs on every bundled answerable question. Prints a table, then one JSON object as the last line.
+Usage: .venv/bin/python benchmarks/rerank_bench.py [--questions N] [--candidates N] [--index PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+KS = (1, 3, 5, 8)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--questions", type=int, default=None)
+    parser.add_argument("--candidates", type=int, default=20)
+    parser.add_argument("--index", type=Path, default=Path("runs/demo/index.lancedb"))
+    args = parser.parse_args()
+
+    from corpus.bundled import CORPUS_FILE, QUESTIONS_FILE, build_bundled
+    from corpus.chunk import ChunkerConfig, SentenceChunker
+    from corpus.embed import SentenceTransformerEmbedder
+    from corpus.index import IndexOptions, sync_index
+    from corpus.load import read_jsonl
+    from corpus.models import Question
+    from corpus.retrieve import LanceRetriever
+    from corpus.sources import SkipLog, SourceConfig, iter_documents
+    from eval.assets import smollm2_dir
+    from eval.generate import VLLMGenerator
+    from eval.rerank import build_reranker
+    from eval.settings import GeneratorConfig
+
+    work = Path(tempfile.mkdtemp(prefix="cribsheet-rerank-"))
+    build_bundled(work)
+    emb = SentenceTransformerEmbedder()
+    if not args.index.exists():
+        docs = iter_documents(SourceConfig(path=work / CORPUS_FILE), SkipLog())
+        sync_index(docs, SentenceChunker(ChunkerConfig(), emb.count_tokens), emb, args.index, IndexOptions())
+    questions = [q for _, q in read_jsonl(work / QUESTIONS_FILE, Question) if q.answerable][: args.questions]
+    retriever = LanceRetriever(args.index, emb)
+    gen = VLLMGenerator(str(smollm2_dir()), GeneratorConfig())
+    rerankers = {name: build_reranker(name, embedder=emb, scorer=gen) for name in ("none", "dense", "query-likelihood")}
+
+    hits_at = {name: dict.fromkeys(KS, 0) for name in rerankers}
+    seconds = dict.fromkeys(rerankers, 0.0)
+    for q in questions:
+        cands = retriever.retrieve(q.question, args.candidates)
+        gold = set(q.gold_doc_ids)
+        for name, reranker in rerankers.items():
+            start = time.perf_counter()
+            ranked = reranker.rerank(q.question, cands)
+            seconds[name] += time.perf_counter() - start
+            for k in KS:
+                hits_at[name][k] += bool(gold & {h.doc_id for h in ranked[:k]})
+    n = len(questions)
+    print(f"{n} answerable questions, {args.candidates} hybrid candidates each")
+    print(f"{'reranker':<18}" + "".join(f"{'R@' + str(k):>8}" for k in KS) + f"{'s/question':>12}")
+    figures: dict[str, float | int] = {"questions": n, "candidates": args.candidates}
+    for name in rerankers:
+        print(f"{name:<18}" + "".join(f"{hits_at[name][k] / n:>8.3f}" for k in KS) + f"{seconds[name] / n:>12.3f}")
+        key = name.replace("-", "_")
+        figures |= {f"{key}_recall_at_{k}": round(hits_at[name][k] / n, 3) for k in KS}
+        figures[f"{key}_s_per_question"] = round(seconds[name] / n, 4)
+    best = max(rerankers, key=lambda m: (hits_at[m][3], hits_at[m][1], -seconds[m]))
+    figures["ql_over_dense_recall_at_3_ratio"] = round(hits_at["query-likelihood"][3] / max(1, hits_at["dense"][3]), 3)
+    print(f"best by recall@3 (then @1, then speed): {best}")
+    print(json.dumps(figures | {"best": best}))
+
+
+if __name__ == "__main__":
+    main()

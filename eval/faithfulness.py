@@ -1,0 +1,116 @@
+"""Offline claim-level faithfulness: is each claim of the answer supported by the context?
+
+No LLM judge (a 135M judge is noise): a claim is supported when one context sentence covers its content
+words (lexical), or is close in meaning (embedding) while covering most of them; every number and every
+capitalised name in the claim must also occur in the context, which catches swapped entities and figures
+that similarity alone misses. Each claim keeps its evidence: the best span and both scores.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from corpus.chunk import sentence_spans
+from corpus.embed import Embedder
+from eval.metrics import abstained, normalize
+
+STOP = set(
+    "a an the of in on at to for by with from and or but is are was were be been being it its this that these those "
+    "as which who whom whose what when where why how i you he she they we his her their our your my me him them us "
+    "do does did has have had not no so than then there here also about into over after before during".split()
+)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_NAME = re.compile(r"\b[A-Z][a-zA-Z\u00C0-\u024F'-]+")
+
+
+class ClaimVerdict(BaseModel):
+    """The evidence behind one claim's verdict."""
+
+    claim: str
+    best_span: str
+    lexical: float
+    """Share of the claim's content words found in the best span."""
+    semantic: float
+    """Cosine similarity of claim and best span (embedder)."""
+    numbers_ok: bool
+    names_ok: bool
+    supported: bool
+
+
+class FaithfulnessResult(BaseModel):
+    """Supported / total claims, with every verdict; score None when the answer claims nothing."""
+
+    score: float | None
+    status: str
+    """ok | no_claims (abstained or empty answer)"""
+    claims: list[ClaimVerdict]
+
+
+def split_claims(answer: str) -> list[str]:
+    """One claim per sentence (a short answer is one claim); abstentions claim nothing."""
+    if abstained(answer):
+        return []
+    claims = [answer[s:e].strip() for s, e, _ in sentence_spans(answer)]
+    return [c for c in claims if _content(c)]
+
+
+def _content(text: str) -> list[str]:
+    return [w for w in normalize(text).split() if w not in STOP]
+
+
+class ClaimChecker:
+    """Decides claims against a context with lexical and embedding evidence."""
+
+    def __init__(
+        self, embedder: Embedder, lexical_alone: float = 0.8, lexical_with_meaning: float = 0.5, meaning: float = 0.6
+    ) -> None:
+        self.embedder = embedder
+        self.lexical_alone = lexical_alone
+        self.lexical_with_meaning = lexical_with_meaning
+        self.meaning = meaning
+
+    def check(self, answer: str, context: str) -> FaithfulnessResult:
+        claims = split_claims(answer)
+        if not claims:
+            return FaithfulnessResult(score=None, status="no_claims", claims=[])
+        spans = [context[s:e] for s, e, _ in sentence_spans(context)] or [context]
+        span_words = [set(_content(s)) for s in spans]
+        context_norm = f" {normalize(context)} "
+        vectors = self.embedder.embed_documents([*claims, *spans])
+        claim_vecs, span_vecs = vectors[: len(claims)], vectors[len(claims) :]
+        verdicts = []
+        for i, claim in enumerate(claims):
+            words = _content(claim)
+            lexical = [sum(w in sw for w in words) / len(words) for sw in span_words]
+            sims = span_vecs @ claim_vecs[i]
+            best = max(range(len(spans)), key=lambda j: (lexical[j] + float(sims[j]), -j))
+            numbers_ok = all(f" {normalize(n)} " in context_norm for n in _NUMBER.findall(claim))
+            names_ok = all(
+                f" {normalize(n)} " in context_norm for n in _NAME.findall(claim) if normalize(n) not in STOP
+            )
+            lex, sem = lexical[best], float(sims[best])
+            supported = (
+                numbers_ok
+                and names_ok
+                and (lex >= self.lexical_alone or (lex >= self.lexical_with_meaning and sem >= self.meaning))
+            )
+            verdicts.append(
+                ClaimVerdict(
+                    claim=claim,
+                    best_span=spans[best],
+                    lexical=lex,
+                    semantic=sem,
+                    numbers_ok=numbers_ok,
+                    names_ok=names_ok,
+                    supported=supported,
+                )
+            )
+        score = sum(v.supported for v in verdicts) / len(verdicts)
+        return FaithfulnessResult(score=score, status="ok", claims=verdicts)
+
+    def check_many(self, pairs: Sequence[tuple[str, str]]) -> list[FaithfulnessResult]:
+        """Check (answer, context) pairs."""
+        return [self.check(a, c) for a, c in pairs]

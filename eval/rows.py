@@ -1,0 +1,159 @@
+"""Typed row models of the results store: they generate the DuckDB tables (columns only ever appended)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pydantic import BaseModel
+
+
+class RunRow(BaseModel):
+    """One sweep: what ran, on which code, data and packages."""
+
+    run_id: str
+    started_at: dt.datetime
+    finished_at: dt.datetime | None = None
+    status: str
+    """running | ok | failed"""
+    error: str | None = None
+    config_json: str
+    config_hash: str
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    package_versions: str
+    """JSON object package -> version."""
+    questions_path: str
+    questions_sha256: str
+    index_path: str
+    index_version: int | None = None
+    corpus_sha256: str | None = None
+    n_questions: int
+    n_settings: int
+    stage_seconds: str | None = None
+    """JSON object stage -> seconds."""
+    warm_prefix_tokens: int | None = None
+    warm_cached_tokens: int | None = None
+    warm_cold_ttft_s: float | None = None
+    warm_warm_ttft_s: float | None = None
+    prefill_a: float | None = None
+    """Fit of prefill seconds = a*C + b*C^2 over probe points (C = uncached prompt tokens)."""
+    prefill_b: float | None = None
+    prefill_fit_points: int | None = None
+
+
+class SampleRow(BaseModel):
+    """One question under one setting, with every metric, token count and latency part."""
+
+    run_id: str
+    setting_hash: str
+    setting_name: str
+    setting_json: str
+    question_id: str
+    question: str
+    answerable: bool
+    gold_answers: str
+    """JSON list of gold answer strings."""
+    top_k: int
+    reranker: str
+    compressor: str
+    target_ratio: float
+    retrieval: str | None = None
+    """hybrid | vector | fts."""
+    gold_rank: int | None = None
+    """1-based rank of the first gold document among the reranked candidates (NULL: not retrieved or no gold)."""
+    retrieval_recall: float | None = None
+    """Share of gold documents among the top-k chunks that went into the prompt."""
+    candidate_recall: float | None = None
+    """Share of gold documents among all retrieved candidates (before the top-k cut)."""
+    layout: str | None = None
+    """ranked | edges: passage order in the prompt."""
+    context_chunk_ids: str = "[]"
+    """JSON list of chunk ids in prompt order."""
+    context_text: str | None = None
+    context_tokens_in: int | None = None
+    context_tokens_out: int | None = None
+    realized_ratio: float | None = None
+    ratio_gap: float | None = None
+    """(realized - requested) / requested compression ratio."""
+    compress_seconds: float | None = None
+    """Compressor seconds this request paid (0 when every passage came from the agnostic cache)."""
+    compress_calls: int | None = None
+    """Compressor model invocations made for this request (0: all reused)."""
+    retrieve_seconds: float | None = None
+    rerank_seconds: float | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    ttft_s: float | None = None
+    """Time to first token inside the batch (includes queueing)."""
+    probe_ttft_s: float | None = None
+    """TTFT of this prompt run alone after a cache reset (only for the probe sample)."""
+    probe_prefill_s: float | None = None
+    probe_decode_s: float | None = None
+    probe_cached_tokens: int | None = None
+    e2e_latency_s: float | None = None
+    """retrieve + rerank + compress + probe TTFT: what building and reading the crib sheet costs."""
+    answer: str | None = None
+    answer_contains: float | None = None
+    answer_token_recall: float | None = None
+    context_answer_recall: float | None = None
+    answer_exact_match: float | None = None
+    answer_token_f1: float | None = None
+    faithfulness: float | None = None
+    """Supported claims / claims (offline checker); NULL when the answer claims nothing."""
+    faithfulness_status: str | None = None
+    """ok | no_claims"""
+    n_claims: int | None = None
+    abstained: bool | None = None
+    """The answer says the context does not hold the answer."""
+    status: str
+    """ok | failed; a failed sample is a row with NULL metrics and an error, never a gap."""
+    error: str | None = None
+
+
+class SettingRow(BaseModel):
+    """One setting of a run, with its fields as columns (so analysts can filter without parsing JSON)."""
+
+    run_id: str
+    setting_hash: str
+    setting_name: str
+    setting_json: str
+    top_k: int
+    retrieval: str
+    reranker: str
+    compressor: str
+    target_ratio: float
+    layout: str
+
+
+class QuestionRow(BaseModel):
+    """One question of a run."""
+
+    run_id: str
+    question_id: str
+    question: str
+    answers: str
+    """JSON list of gold answer aliases."""
+    gold_doc_ids: str
+    """JSON list of gold document ids."""
+    answerable: bool
+
+
+class ClaimRow(BaseModel):
+    """Evidence behind a faithfulness score: one row per claim of an answer."""
+
+    run_id: str
+    setting_hash: str
+    question_id: str
+    claim_idx: int
+    claim: str
+    best_span: str
+    """The context sentence that best supports the claim."""
+    lexical: float
+    """Share of the claim's content words in the best span."""
+    semantic: float
+    """Cosine similarity of claim and best span (embedder)."""
+    numbers_ok: bool
+    """Every number of the claim occurs in the context."""
+    names_ok: bool
+    """Every capitalised name of the claim occurs in the context."""
+    supported: bool
