@@ -22,7 +22,6 @@ STOP = set(
     "as which who whom whose what when where why how i you he she they we his her their our your my me him them us "
     "do does did has have had not no so than then there here also about into over after before during".split()
 )
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _NAME = re.compile(r"\b[A-Z][a-zA-Z\u00C0-\u024F'-]+")
 
 
@@ -76,9 +75,12 @@ class ClaimChecker:
         claims = split_claims(answer)
         if not claims:
             return FaithfulnessResult(score=None, status="no_claims", claims=[])
-        spans = [context[s:e] for s, e, _ in sentence_spans(context)] or [context]
+        sentences = [(s, e) for s, e, _ in sentence_spans(context)] or [(0, len(context))]
+        # Single sentences and adjacent pairs: "It lies in ..." needs the sentence before it to name "It".
+        spans = [context[s:e] for s, e in sentences]
+        spans += [context[a[0] : b[1]] for a, b in zip(sentences, sentences[1:], strict=False)]
         span_words = [set(_content(s)) for s in spans]
-        context_norm = f" {normalize(context)} "
+        context_tokens = set(normalize(context).split())
         vectors = self.embedder.embed_documents([*claims, *spans])
         claim_vecs, span_vecs = vectors[: len(claims)], vectors[len(claims) :]
         verdicts = []
@@ -87,9 +89,10 @@ class ClaimChecker:
             lexical = [sum(w in sw for w in words) / len(words) for sw in span_words]
             sims = span_vecs @ claim_vecs[i]
             best = max(range(len(spans)), key=lambda j: (lexical[j] + float(sims[j]), -j))
-            numbers_ok = all(f" {normalize(n)} " in context_norm for n in _NUMBER.findall(claim))
+            claim_tokens = normalize(claim).split()
+            numbers_ok = all(t in context_tokens for t in claim_tokens if any(c.isdigit() for c in t))
             names_ok = all(
-                f" {normalize(n)} " in context_norm for n in _NAME.findall(claim) if normalize(n) not in STOP
+                t in context_tokens for n in _NAME.findall(claim) for t in normalize(n).split() if t not in STOP
             )
             lex, sem = lexical[best], float(sims[best])
             supported = (

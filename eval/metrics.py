@@ -23,6 +23,7 @@ def normalize(text: str) -> str:
     text = unicodedata.normalize("NFKD", text)
     text = "".join(c for c in text if not unicodedata.combining(c)).lower()
     text = re.sub(r"(?<=\d),(?=\d{3})", "", text)  # 8,611 == 8611
+    text = re.sub(r"(?<=\d)\.(?=\d)", "point", text)  # 3.14 stays one token, so it never contains "3"
     text = text.translate(_PUNCT)
     return " ".join(_ARTICLES.sub(" ", text).split())
 

@@ -157,3 +157,27 @@ class ClaimRow(BaseModel):
     names_ok: bool
     """Every capitalised name of the claim occurs in the context."""
     supported: bool
+
+
+class GateDecisionRow(BaseModel):
+    """One release-gate decision with every number behind it."""
+
+    decision_id: str
+    created_at: dt.datetime
+    baseline: str
+    candidate: str
+    baseline_hash: str | None = None
+    candidate_hash: str | None = None
+    baseline_run: str
+    candidate_run: str
+    decision: str
+    """pass | fail | undecided"""
+    exit_code: int
+    reasons: str
+    """JSON list of human-readable reasons."""
+    n_questions: int
+    policy_json: str
+    policy_sha256: str
+    results_json: str
+    """Per metric: means, diff, CI, margin, verdict; and the latency speed-up with its CI."""
+    report_path: str | None = None

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from corpus.errors import CribsheetError
-from eval.rows import ClaimRow, QuestionRow, RunRow, SampleRow, SettingRow
+from eval.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
 
 SCHEMA_VERSION = 2
 STORAGE_COMPATIBILITY = "v1.0.0"
@@ -28,6 +28,7 @@ TABLES: dict[str, type[BaseModel]] = {
     "questions": QuestionRow,
     "samples": SampleRow,
     "claims": ClaimRow,
+    "gate_decisions": GateDecisionRow,
 }
 
 _SQL_TYPES: dict[Any, str] = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN", dt.datetime: "TIMESTAMP"}
@@ -197,6 +198,10 @@ class DuckDBStore:
         with self.transaction() as con:
             self._insert(con, "samples", rows)
             self._insert(con, "claims", claims)
+
+    def add_decision(self, row: GateDecisionRow) -> None:
+        with self.transaction() as con:
+            self._insert(con, "gate_decisions", [row])
 
     def finish_run(self, run_id: str, status: str, **fields: Any) -> None:
         fields = {"status": status, "finished_at": dt.datetime.now(dt.UTC), **fields}

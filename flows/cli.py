@@ -252,6 +252,78 @@ def report(
 
 
 @app.command()
+def gate(
+    store: Annotated[Path, typer.Option(help="DuckDB results file.")],
+    baseline: Annotated[str, typer.Option(help="Baseline setting (name or hash).")],
+    candidate: Annotated[str, typer.Option(help="Candidate setting (name or hash).")],
+    policy: Annotated[Path, typer.Option(help="Gate policy YAML.")] = Path("policies/gate.yaml"),
+    run: Annotated[str | None, typer.Option(help="Run holding both settings (default: latest).")] = None,
+    baseline_run: Annotated[str | None, typer.Option(help="Run of the baseline, when runs differ.")] = None,
+    candidate_run: Annotated[str | None, typer.Option(help="Run of the candidate, when runs differ.")] = None,
+    report_file: Annotated[Path | None, typer.Option("--report", help="Markdown report path.")] = None,
+) -> None:
+    """May this setting ship? Exit 0 pass, 1 fail, 2 could not decide."""
+    _environment()
+    from flows.pipeline import gate_flow
+
+    try:
+        decision = gate_flow(store, baseline, candidate, policy, run, baseline_run, candidate_run, report_file)
+    except CribsheetError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    print_decision(decision)
+    raise typer.Exit(decision.exit_code)
+
+
+def print_decision(d: Any) -> None:
+    """The gate decision as a terminal table."""
+    colour = {"pass": "green", "fail": "red"}.get(d.decision, "yellow")
+    table = Table(title=f"gate: {d.candidate} vs {d.baseline} ({d.n_questions} paired questions)")
+    for header in ("metric", "baseline", "candidate", "diff", f"{d.policy.confidence:.0%} CI", "margin", "verdict"):
+        table.add_column(header, justify="left" if header == "metric" else "right")
+    for m in d.metrics:
+        table.add_row(
+            m.name + (" (advisory)" if m.advisory else ""),
+            f"{m.baseline_mean:.3f}",
+            f"{m.candidate_mean:.3f}",
+            f"{m.diff:+.3f}",
+            f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]",
+            f"{m.margin:.3f}",
+            m.verdict,
+        )
+    if d.latency:
+        lt = d.latency
+        table.add_row(
+            f"{lt.metric} speed-up",
+            f"{lt.baseline_mean:.3f}",
+            f"{lt.candidate_mean:.3f}",
+            f"{lt.speedup:.2f}x",
+            f"[{lt.ci_low:.2f}, {lt.ci_high:.2f}]",
+            f">={lt.min_speedup:.2f}x",
+            lt.verdict,
+        )
+    out.print(table)
+    for reason in d.reasons:
+        out.print(f"  {reason}", highlight=False)
+    out.print(f"[{colour}]decision: {d.decision.upper()}[/{colour}] (exit {d.exit_code})")
+
+
+@app.command()
+def export(
+    store: Annotated[Path, typer.Option(help="DuckDB results file.")],
+    parquet: Annotated[Path, typer.Option(help="Folder for one Parquet file per table.")],
+) -> None:
+    """Write every table of the results store as Parquet."""
+    from eval.store import DuckDBStore
+
+    if not store.is_file():
+        _fail(CribsheetError(f"{store}: no results store here"))
+    for path in DuckDBStore(store).export_parquet(parquet):
+        out.print(str(path))
+    print(parquet)
+
+
+@app.command()
 def demo(
     workdir: Annotated[Path, typer.Option(help="Where the index and results go.")] = Path("runs/demo"),
     datasets_dir: Annotated[Path, typer.Option("--datasets", help="Where the bundled dataset goes.")] = Path(

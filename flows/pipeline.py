@@ -12,7 +12,9 @@ from corpus.chunk import ChunkerConfig, SentenceChunker
 from corpus.embed import build_embedder
 from corpus.index import IndexOptions, IndexReport, sync_index
 from corpus.sources import SkipLog, SourceConfig, iter_documents
+from eval.gate import GateDecision, GatePolicy, run_gate
 from eval.settings import SweepConfig
+from eval.store import DuckDBStore
 from eval.sweep import SweepResult, run_sweep
 from flows.progress import report
 
@@ -65,6 +67,45 @@ def index_flow(
 def sweep_flow(config: SweepConfig) -> SweepResult:
     """Sweep the grid of settings and store results in DuckDB."""
     return sweep_task(config)
+
+
+@task(name="gate")
+def gate_task(
+    store_path: Path,
+    baseline: str,
+    candidate: str,
+    policy_path: Path,
+    run: str | None,
+    baseline_run: str | None,
+    candidate_run: str | None,
+    report_path: Path | None,
+) -> GateDecision:
+    """Decide whether the candidate may ship; the decision row is written to the store."""
+    return run_gate(
+        DuckDBStore(store_path),
+        baseline,
+        candidate,
+        GatePolicy.load(policy_path),
+        run=run,
+        baseline_run=baseline_run,
+        candidate_run=candidate_run,
+        report_path=report_path,
+    )
+
+
+@flow(name="cribsheet-gate", log_prints=True)
+def gate_flow(
+    store_path: Path,
+    baseline: str,
+    candidate: str,
+    policy_path: Path = Path("policies/gate.yaml"),
+    run: str | None = None,
+    baseline_run: str | None = None,
+    candidate_run: str | None = None,
+    report_path: Path | None = None,
+) -> GateDecision:
+    """The release gate for one candidate setting against a baseline."""
+    return gate_task(store_path, baseline, candidate, policy_path, run, baseline_run, candidate_run, report_path)
 
 
 @flow(name="cribsheet-demo", log_prints=True)

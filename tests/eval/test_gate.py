@@ -1,0 +1,187 @@
+"""The release gate on planted cases: identical passes, corrupted fails naming the metric, faster passes,
+mismatched question sets cannot be decided."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from corpus.errors import CribsheetError
+from eval.gate import FAIL, PASS, UNDECIDED, GatePolicy, LatencyRule, MetricRule, markdown_report, run_gate
+from eval.rows import RunRow, SampleRow, SettingRow
+from eval.store import DuckDBStore
+
+ROOT = Path(__file__).resolve().parents[2]
+N = 80
+
+
+def fill(
+    store: DuckDBStore,
+    run_id: str,
+    settings: dict[str, dict[str, list[float]]],
+    questions: list[str] | None = None,
+    questions_sha: str = "q",
+    corpus_sha: str = "c",
+) -> None:
+    qids = questions or [f"q{i}" for i in range(N)]
+    store.start_run(
+        RunRow(
+            run_id=run_id,
+            started_at=dt.datetime.now(dt.UTC),
+            status="ok",
+            config_json="{}",
+            config_hash="h",
+            package_versions="{}",
+            questions_path="q.jsonl",
+            questions_sha256=questions_sha,
+            index_path="i",
+            corpus_sha256=corpus_sha,
+            n_questions=len(qids),
+            n_settings=len(settings),
+        ),
+        [
+            SettingRow(
+                run_id=run_id,
+                setting_hash=f"h-{name}",
+                setting_name=name,
+                setting_json="{}",
+                top_k=3,
+                retrieval="hybrid",
+                reranker="dense",
+                compressor="none",
+                target_ratio=1.0,
+                layout="ranked",
+            )
+            for name in settings
+        ],
+    )
+    for name, cols in settings.items():
+        rows = [
+            SampleRow(
+                run_id=run_id,
+                setting_hash=f"h-{name}",
+                setting_name=name,
+                setting_json="{}",
+                question_id=q,
+                question="?",
+                answerable=True,
+                gold_answers="[]",
+                top_k=3,
+                reranker="dense",
+                compressor="none",
+                target_ratio=1.0,
+                status="ok",
+                **{k: float(v[i]) for k, v in cols.items()},
+            )
+            for i, q in enumerate(qids)
+        ]
+        store.add_samples(rows)
+
+
+def baseline_values(seed: int = 1) -> dict[str, list[float]]:
+    rng = np.random.default_rng(seed)
+    return {
+        "answer_contains": (rng.random(N) < 0.6).astype(float).tolist(),
+        "context_answer_recall": (rng.random(N) < 0.8).astype(float).tolist(),
+        "ttft_s": (0.5 + 0.1 * rng.random(N)).tolist(),
+    }
+
+
+POLICY = GatePolicy(
+    resamples=2000,
+    min_questions=30,
+    metrics=[
+        MetricRule(name="answer_contains", margin=0.02),
+        MetricRule(name="context_answer_recall", margin=0.05, advisory=True),
+    ],
+    latency=LatencyRule(metric="ttft_s", min_speedup=1.0),
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> DuckDBStore:
+    return DuckDBStore(tmp_path / "r.duckdb")
+
+
+def test_identical_candidate_passes_and_decision_is_stored(store: DuckDBStore, tmp_path: Path) -> None:
+    base = baseline_values()
+    fill(store, "r1", {"base": base, "cand": dict(base)})
+    d = run_gate(store, "base", "cand", POLICY, run="r1", report_path=tmp_path / "gate.md")
+    assert (d.decision, d.exit_code) == ("pass", PASS)
+    assert d.metrics[0].ci_low == d.metrics[0].ci_high == 0.0
+    row = store.query("SELECT * FROM gate_decisions")[0]
+    assert row["decision"] == "pass" and row["n_questions"] == N and row["baseline_hash"] == "h-base"
+    assert json.loads(row["results_json"])["metrics"][0]["name"] == "answer_contains"
+    assert "**Decision: PASS**" in (tmp_path / "gate.md").read_text()
+
+
+def test_corrupted_answers_fail_naming_the_metric(store: DuckDBStore) -> None:
+    base = baseline_values()
+    corrupted = list(base["answer_contains"])
+    right = [i for i, v in enumerate(corrupted) if v == 1.0]
+    for i in right[: len(right) // 3]:  # a third of the correct answers become wrong
+        corrupted[i] = 0.0
+    fill(store, "r1", {"base": base, "cand": base | {"answer_contains": corrupted}})
+    d = run_gate(store, "base", "cand", POLICY, run="r1")
+    assert (d.decision, d.exit_code) == ("fail", FAIL)
+    assert any(r.startswith("answer_contains: fail") for r in d.reasons)
+    assert d.metrics[0].ci_high < -0.02
+
+
+def test_faster_candidate_with_equal_quality_passes(store: DuckDBStore) -> None:
+    base = baseline_values()
+    fast = base | {"ttft_s": [t / 3 for t in base["ttft_s"]]}
+    fill(store, "r1", {"base": base, "fast": fast})
+    policy = POLICY.model_copy(update={"latency": LatencyRule(metric="ttft_s", min_speedup=2.0)})
+    d = run_gate(store, "base", "fast", policy, run="r1")
+    assert d.exit_code == PASS and d.latency is not None and d.latency.ci_low > 2.0
+    slow = run_gate(store, "fast", "base", policy, run="r1")
+    assert slow.exit_code == FAIL and any(r.startswith("ttft_s") for r in slow.reasons)
+
+
+def test_mismatched_question_sets_cannot_be_decided(store: DuckDBStore) -> None:
+    base = baseline_values()
+    fill(store, "r1", {"base": base})
+    fill(store, "r2", {"cand": base}, questions=[f"x{i}" for i in range(N)])
+    d = run_gate(store, "base", "cand", POLICY, baseline_run="r1", candidate_run="r2")
+    assert d.exit_code == UNDECIDED and "question sets differ" in d.reasons[0]
+    fill(store, "r3", {"cand3": base}, questions_sha="other")
+    d = run_gate(store, "base", "cand3", POLICY, baseline_run="r1", candidate_run="r3")
+    assert d.exit_code == UNDECIDED and "questions_sha256" in d.reasons[0]
+
+
+def test_too_few_questions_and_unknown_settings(store: DuckDBStore) -> None:
+    base = baseline_values()
+    fill(store, "r1", {"base": base, "cand": dict(base)})
+    d = run_gate(store, "base", "cand", POLICY.model_copy(update={"min_questions": 500}), run="r1")
+    assert d.exit_code == UNDECIDED and "needs at least 500" in d.reasons[0]
+    with pytest.raises(CribsheetError, match="setting 'nope' not found in run r1; known: base, cand"):
+        run_gate(store, "base", "nope", POLICY, run="r1")
+
+
+def test_bundled_policy_file_loads_and_bad_ones_are_named(tmp_path: Path) -> None:
+    policy = GatePolicy.load(ROOT / "policies" / "gate.yaml")
+    assert policy.metrics[0].name == "answer_contains" and policy.seed == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("metrics:\n  - {name: answer_contains, margin: -1}\n")
+    with pytest.raises(CribsheetError, match=r"bad\.yaml: invalid gate policy"):
+        GatePolicy.load(bad)
+    bad.write_text("metrics:\n  - {name: vibes, margin: 0.1}\n")
+    with pytest.raises(CribsheetError, match=r"bad\.yaml: unknown metric\(s\) \['vibes'\]"):
+        GatePolicy.load(bad)
+
+
+def test_decision_is_reproducible(store: DuckDBStore) -> None:
+    base = baseline_values()
+    noisy = list(base["answer_contains"])
+    for i in range(0, N, 9):
+        noisy[i] = 1.0 - noisy[i]
+    fill(store, "r1", {"base": base, "cand": base | {"answer_contains": noisy}})
+    a = run_gate(store, "base", "cand", POLICY, run="r1")
+    b = run_gate(store, "base", "cand", POLICY, run="r1")
+    assert (a.metrics[0].ci_low, a.metrics[0].ci_high) == (b.metrics[0].ci_low, b.metrics[0].ci_high)
+    assert "| answer_contains |" in markdown_report(a)
