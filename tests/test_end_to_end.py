@@ -96,3 +96,27 @@ def test_run_is_traceable(stored: tuple[Path, str]) -> None:
     from eval.settings import Setting
 
     assert all(Setting.model_validate_json(j).config_hash() == h for h, j in hashes)
+
+
+def _doc_queries() -> list[str]:
+    import re
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "results.md").read_text()
+    return re.findall(r"```sql\n(.*?)```", text, re.S)
+
+
+def test_the_five_documented_queries_run_on_a_real_store(stored: tuple[Path, str]) -> None:
+    queries = _doc_queries()
+    assert len(queries) == 5
+    con = duckdb.connect(str(stored[0]), read_only=True)
+    results = [con.execute(q).fetchall() for q in queries]
+    assert results[0] and results[1] and results[4]  # frontier, per-compressor loss, latency bill are never empty
+    assert all(isinstance(r, list) for r in results)
+
+
+def test_every_stored_column_is_documented() -> None:
+    from eval.store import TABLES, columns
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "results.md").read_text()
+    missing = [f"{t}.{c}" for t, m in TABLES.items() for c, _ in columns(m) if c not in text]
+    assert missing == []

@@ -42,3 +42,18 @@ def test_claims_are_sentences_and_abstentions_claim_nothing() -> None:
     assert split_claims("K2 is high. It is in Asia.") == ["K2 is high.", "It is in Asia."]
     assert split_claims("I don't know.") == [] and split_claims("   ") == []
     assert split_claims("The.") == []  # only stop words: nothing to check
+
+
+@pytest.mark.slow
+def test_checker_validates_on_bundled_corpus_with_real_embedder(tmp_path: Path) -> None:
+    from corpus.bundled import CORPUS_FILE, build_bundled
+    from corpus.embed import SentenceTransformerEmbedder
+    from corpus.sources import SkipLog, SourceConfig, iter_documents
+    from eval.faithfulness_validation import build_cases, validate
+
+    build_bundled(tmp_path)
+    docs = list(iter_documents(SourceConfig(path=tmp_path / CORPUS_FILE), SkipLog()))
+    cases = build_cases(docs, 40)
+    assert {c.kind for c in cases} >= {"span", "other_passage", "swapped_name", "swapped_number"}
+    report = validate(ClaimChecker(SentenceTransformerEmbedder()), cases)
+    assert report.accuracy >= 0.9 and report.precision >= 0.9 and report.recall >= 0.9, report
