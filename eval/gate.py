@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -139,16 +140,18 @@ def bootstrap_ci(stat: Any, data: tuple[np.ndarray, ...], policy: GatePolicy) ->
         value = float(stat(*data))
         return value, value
     for method in ("BCa", "percentile"):
-        res = bootstrap(
-            data,
-            stat,
-            paired=True,
-            vectorized=False,
-            confidence_level=policy.confidence,
-            n_resamples=policy.resamples,
-            method=method,
-            rng=np.random.default_rng(policy.seed),
-        )
+        with warnings.catch_warnings():  # a degenerate BCa interval is expected here: we fall back to percentile
+            warnings.simplefilter("ignore")
+            res = bootstrap(
+                data,
+                stat,
+                paired=True,
+                vectorized=False,
+                confidence_level=policy.confidence,
+                n_resamples=policy.resamples,
+                method=method,
+                rng=np.random.default_rng(policy.seed),
+            )
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
         if np.isfinite(low) and np.isfinite(high):
             return low, high

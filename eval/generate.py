@@ -124,6 +124,12 @@ class VLLMGenerator:
     def reset_cache(self) -> None:
         self.llm.reset_prefix_cache()
 
+    def close(self) -> None:
+        """Stop the engine process now, rather than from an exit hook that reports it as a crash."""
+        core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+
     def probe(self, prompt: str) -> Probe:
         """Run one prompt alone and read vLLM's own timestamps."""
         out = self.llm.generate([prompt], self.sampling, use_tqdm=False)[0]

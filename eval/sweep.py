@@ -163,13 +163,13 @@ def run_sweep(
         ],
     )
     try:
-        result = _run(config, comps, store, run_id, questions, settings, stages, tick)
+        return _run(config, comps, store, run_id, questions, settings, stages, tick)
     except BaseException as exc:
         store.finish_run(run_id, "failed", error=f"{type(exc).__name__}: {exc}"[:2000], stage_seconds=dumps(stages))
-        store.close()
         raise
-    store.close()
-    return result
+    finally:
+        if components is None:  # the engine we started, we stop
+            getattr(comps.generator, "close", lambda: None)()
 
 
 def _run(

@@ -82,7 +82,14 @@ def _progress() -> Iterator[Callable[[str, int, int], None]]:
 
 
 def _fail(exc: BaseException) -> None:
-    err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+    from pydantic import ValidationError
+
+    message = str(exc)
+    if isinstance(exc, ValidationError):  # one line: "grid.retrievals.0: Input should be ..."
+        message = "invalid option: " + "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -180,7 +187,15 @@ def sweep(
         "llmlingua:4",
         "longllmlingua:4",
     ],
+    retrieval: Annotated[list[str], typer.Option(help="hybrid | vector | fts; repeat.")] = ["hybrid"],  # noqa: B006
+    reranker: Annotated[
+        list[str], typer.Option(help="dense | query-likelihood | none | cross-encoder:PATH; repeat.")
+    ] = [  # noqa: B006
+        "dense"
+    ],
+    layout: Annotated[list[str], typer.Option(help="ranked | edges; repeat.")] = ["ranked"],  # noqa: B006
     retrieve_n: Annotated[int, typer.Option(help="Candidates retrieved per question.")] = 20,
+    probe_questions: Annotated[int, typer.Option(help="Questions also run alone per setting (latency).")] = 8,
     limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
     generator_model: Annotated[str | None, typer.Option(help="HF folder or hub id (default: bundled SmolLM2).")] = None,
     compressor_model: Annotated[str | None, typer.Option(help="Compressor LM (default: bundled SmolLM2).")] = None,
@@ -198,13 +213,22 @@ def sweep(
             store_path=store,
             retrieve_n=retrieve_n,
             limit=limit,
-            grid=GridConfig(compressions=[_parse_compression(c) for c in compression], top_ks=top_k),
+            probe_questions=probe_questions,
+            grid=GridConfig.model_validate(
+                {
+                    "compressions": [_parse_compression(c) for c in compression],
+                    "top_ks": top_k,
+                    "retrievals": retrieval,
+                    "rerankers": reranker,
+                    "layouts": layout,
+                }
+            ),
             generator=GeneratorConfig(model=generator_model),
             compressor=CompressorConfig(model=compressor_model),
         )
         with _progress():
             result = sweep_flow(config)
-    except CribsheetError as exc:
+    except (CribsheetError, ValueError) as exc:
         _fail(exc)
     print_leaderboard(DuckDBStore(store).leaderboard(result.run_id), f"run {result.run_id}")
     print(store)
