@@ -105,6 +105,10 @@ class SampleRow(BaseModel):
     n_claims: int | None = None
     abstained: bool | None = None
     """The answer says the context does not hold the answer."""
+    ragas_faithfulness: float | None = None
+    """ragas Faithfulness by the configured judge model (NULL when no judge is configured)."""
+    ragas_status: str | None = None
+    """ok | no_statements | error: ... (NULL when no judge is configured)."""
     status: str
     """ok | failed; a failed sample is a row with NULL metrics and an error, never a gap."""
     error: str | None = None

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from eval.judge import JudgeConfig
+
 RetrievalMode = Literal["hybrid", "vector", "fts"]
 
 
@@ -152,6 +154,8 @@ class SweepConfig(BaseModel):
     compressor: CompressorConfig = Field(default_factory=CompressorConfig)
     limit: int | None = None
     """Use only the first N questions (None = all)."""
+    judge: JudgeConfig | None = None
+    """An OpenAI-compatible judge model for ragas Faithfulness, in addition to the offline checker."""
     probe_questions: int = Field(default=8, ge=0)
     """Questions (lowest sha256 of id) also run alone per setting for the latency truth."""
 

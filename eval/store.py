@@ -45,6 +45,7 @@ SELECT run_id, setting_name, setting_hash, any_value(retrieval) AS retrieval, an
        avg(answer_token_recall) AS answer_token_recall,
        avg(context_answer_recall) AS context_answer_recall,
        avg(faithfulness) AS faithfulness,
+       avg(ragas_faithfulness) AS ragas_faithfulness,
        avg(abstained::DOUBLE) FILTER (WHERE NOT answerable) AS abstention_unanswerable,
        avg(abstained::DOUBLE) FILTER (WHERE answerable) AS abstention_answerable,
        avg(retrieval_recall) AS retrieval_recall,

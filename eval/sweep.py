@@ -17,6 +17,7 @@ from corpus.retrieve import LanceRetriever, Retriever
 from eval.compress import Compressor, CompressorContext, build_compressors
 from eval.faithfulness import ClaimChecker
 from eval.generate import Generator, VLLMGenerator, WarmReport
+from eval.judge import RagasFaithfulnessJudge
 from eval.metrics import METRICS, abstained
 from eval.prompt import PromptLayout, context_block
 from eval.provenance import file_sha256, git_state, package_versions
@@ -40,6 +41,8 @@ class Components:
     generator: Generator
     index_version: int | None = None
     corpus_sha256: str | None = None
+    judge: Any = None
+    """Optional LLM judge with `score(question, answer, contexts)` (ragas Faithfulness)."""
 
 
 @dataclass
@@ -100,6 +103,7 @@ def build_components(config: SweepConfig, settings: Sequence[Setting]) -> Compon
         generator=generator,
         index_version=retriever.version,
         corpus_sha256=retriever.corpus_digest(),
+        judge=RagasFaithfulnessJudge(config.judge) if config.judge else None,
     )
 
 
@@ -206,7 +210,7 @@ def _run(
         _generate(rows, prompts, comps.generator)
         stages[f"generate:{setting.name}"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        claims = _judge(rows, ClaimChecker(comps.embedder))
+        claims = _judge(rows, ClaimChecker(comps.embedder), comps.judge)
         stages[f"faithfulness:{setting.name}"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -391,8 +395,9 @@ def _generate(rows: list[SampleRow], prompts: list[str | None], generator: Gener
         )
 
 
-def _judge(rows: list[SampleRow], checker: ClaimChecker) -> list[ClaimRow]:
-    """Faithfulness and abstention of each answered row; returns the claim evidence rows."""
+def _judge(rows: list[SampleRow], checker: ClaimChecker, judge: Any = None) -> list[ClaimRow]:
+    """Faithfulness (offline, and by the LLM judge when one is configured) and abstention of each answered
+    row; returns the claim evidence rows."""
     claims: list[ClaimRow] = []
     for i, row in enumerate(rows):
         if row.status != "ok" or row.answer is None:
@@ -404,6 +409,7 @@ def _judge(rows: list[SampleRow], checker: ClaimChecker) -> list[ClaimRow]:
                 "faithfulness_status": result.status,
                 "n_claims": len(result.claims),
                 "abstained": abstained(row.answer),
+                **(_ragas(judge, row) if judge is not None else {}),
             }
         )
         claims += [
@@ -417,6 +423,16 @@ def _judge(rows: list[SampleRow], checker: ClaimChecker) -> list[ClaimRow]:
             for j, v in enumerate(result.claims)
         ]
     return claims
+
+
+def _ragas(judge: Any, row: SampleRow) -> dict[str, Any]:
+    if abstained(row.answer or ""):
+        return {"ragas_faithfulness": None, "ragas_status": "no_statements"}
+    try:
+        score = judge.score(row.question, row.answer or "", [row.context_text or ""])
+    except Exception as exc:  # a judge outage costs the column, not the sweep
+        return {"ragas_faithfulness": None, "ragas_status": f"error: {type(exc).__name__}: {exc}"[:500]}
+    return {"ragas_faithfulness": score, "ragas_status": "ok" if score is not None else "no_statements"}
 
 
 def _probe(

@@ -199,9 +199,12 @@ def sweep(
     limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
     generator_model: Annotated[str | None, typer.Option(help="HF folder or hub id (default: bundled SmolLM2).")] = None,
     compressor_model: Annotated[str | None, typer.Option(help="Compressor LM (default: bundled SmolLM2).")] = None,
+    judge_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of a judge model (ragas).")] = None,
+    judge_model: Annotated[str | None, typer.Option(help="Judge model name at --judge-url.")] = None,
 ) -> None:
     """Run the grid of settings over a question set and store one row per question × setting."""
     _environment()
+    from eval.judge import JudgeConfig
     from eval.settings import CompressorConfig, GeneratorConfig, GridConfig, SweepConfig
     from eval.store import DuckDBStore
     from flows.pipeline import sweep_flow
@@ -225,6 +228,7 @@ def sweep(
             ),
             generator=GeneratorConfig(model=generator_model),
             compressor=CompressorConfig(model=compressor_model),
+            judge=JudgeConfig(base_url=judge_url, model=judge_model or "") if judge_url else None,
         )
         with _progress():
             result = sweep_flow(config)
