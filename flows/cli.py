@@ -52,6 +52,9 @@ def _environment() -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("LANCE_LOG", "error")  # lance's scanner deprecation notes, once per query
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # Our own progress bars cover the long stages; model-loading bars would bury them (and error lines).
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
