@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -21,8 +21,8 @@ def _first_error(err: ValidationError) -> str:
     return f"field '{field}': {first['msg']}"
 
 
-def read_jsonl(path: Path, model: type[M]) -> Iterator[tuple[int, M]]:
-    """Yield (line number, validated `model`) per non-blank line; raise InputFileError naming file and line."""
+def iter_json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, object) per non-blank line; raise InputFileError naming file and line."""
     path = Path(path)
     if not path.is_file():
         raise InputFileError(path, "file not found")
@@ -44,10 +44,16 @@ def read_jsonl(path: Path, model: type[M]) -> Iterator[tuple[int, M]]:
                 raise InputFileError(path, f"invalid JSON: {exc.msg}", lineno) from None
             if not isinstance(raw, dict):
                 raise InputFileError(path, "expected a JSON object", lineno)
-            try:
-                yield lineno, model.model_validate(raw)
-            except ValidationError as exc:
-                raise InputFileError(path, _first_error(exc), lineno) from None
+            yield lineno, raw
+
+
+def read_jsonl(path: Path, model: type[M]) -> Iterator[tuple[int, M]]:
+    """Yield (line number, validated `model`) per non-blank line; raise InputFileError naming file and line."""
+    for lineno, raw in iter_json_objects(path):
+        try:
+            yield lineno, model.model_validate(raw)
+        except ValidationError as exc:
+            raise InputFileError(path, _first_error(exc), lineno) from None
 
 
 def load_documents(path: Path) -> list[Document]:

@@ -11,7 +11,6 @@ Policy for bad input (also in the README):
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.errors import InputFileError
 from corpus.extract import html_to_text, markdown_to_text, rst_to_text
+from corpus.load import iter_json_objects
 from corpus.models import Document
 
 TEXT_SUFFIXES = {
@@ -123,23 +123,10 @@ def _record(
 
 
 def _iter_jsonl(path: Path, config: SourceConfig, skips: SkipLog) -> Iterator[tuple[int, Document]]:
-    with path.open("rb") as handle:
-        for lineno, raw_line in enumerate(handle, start=1):
-            try:
-                line = raw_line.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InputFileError(path, "not valid UTF-8", lineno) from None
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputFileError(path, f"invalid JSON: {exc.msg}", lineno) from None
-            if not isinstance(raw, dict):
-                raise InputFileError(path, "expected a JSON object", lineno)
-            doc = _record(raw, config, path, lineno, "line", skips)
-            if doc is not None:
-                yield lineno, doc
+    for lineno, raw in iter_json_objects(path):
+        doc = _record(raw, config, path, lineno, "line", skips)
+        if doc is not None:
+            yield lineno, doc
 
 
 def _iter_parquet(path: Path, config: SourceConfig, skips: SkipLog) -> Iterator[tuple[int, Document]]:
