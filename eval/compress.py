@@ -259,16 +259,30 @@ class ExtractiveCompressor:
     """Query-aware sentence selection by embedder similarity to the question: an embedder-sized scorer.
 
     Keeps the sentences most similar to the question until the token budget is met, in their original
-    order; passages with no kept sentence are dropped (`kept` says which remain).
+    order; passages with no kept sentence are dropped (`kept` says which remain). Sentence vectors do not
+    depend on the question, so they are kept (by sentence text) and a passage seen before costs only the
+    question's embedding and a dot product.
     """
 
     name = "extractive"
     query_aware = True
 
-    def __init__(self, count_tokens: TokenCounter, embedder: Embedder) -> None:
+    def __init__(self, count_tokens: TokenCounter, embedder: Embedder, max_cached: int = 200_000) -> None:
         self.count = count_tokens
         self.embedder = embedder
         self.calls = 0
+        self.vectors: dict[str, Any] = {}
+        self.max_cached = max_cached
+
+    def _sentence_vectors(self, sentences: list[str]) -> Any:
+        import numpy as np
+
+        missing = list(dict.fromkeys(s for s in sentences if s not in self.vectors))
+        if missing:
+            if len(self.vectors) + len(missing) > self.max_cached:
+                self.vectors.clear()
+            self.vectors.update(zip(missing, self.embedder.embed_documents(missing), strict=True))
+        return np.stack([self.vectors[s] for s in sentences])
 
     def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
         import numpy as np
@@ -280,7 +294,7 @@ class ExtractiveCompressor:
         if not sentences:
             return CompressionResult(texts=[], tokens_in=tokens_in, tokens_out=0, seconds=0.0, calls=1, kept=[])
         sizes = [self.count(s) for _, s in sentences]
-        sims = self.embedder.embed_documents([s for _, s in sentences]) @ self.embedder.embed_query(question)
+        sims = self._sentence_vectors([s for _, s in sentences]) @ self.embedder.embed_query(question)
         budget = max(1, round(tokens_in / ratio))
         chosen: set[int] = set()
         used = 0
