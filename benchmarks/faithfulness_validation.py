@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -18,6 +19,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--docs", type=int, default=200)
     args = parser.parse_args()
+    os.environ.setdefault("LANCE_LOG", "error")  # lance's per-query deprecation notes
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
     from corpus.bundled import CORPUS_FILE, build_bundled
     from corpus.embed import SentenceTransformerEmbedder
