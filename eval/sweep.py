@@ -18,11 +18,12 @@ from eval.compress import Compressor, CompressorContext, build_compressors
 from eval.faithfulness import ClaimChecker
 from eval.generate import Generator, VLLMGenerator, WarmReport
 from eval.judge import RagasFaithfulnessJudge
-from eval.metrics import METRICS, abstained
+from eval.latency import fit_prefill, probe_rows
 from eval.prompt import PromptLayout, context_block
 from eval.provenance import file_sha256, git_state, package_versions
 from eval.rerank import Reranker, build_reranker
-from eval.rows import ClaimRow, QuestionRow, RunRow, SampleRow, SettingRow
+from eval.rows import QuestionRow, RunRow, SampleRow, SettingRow
+from eval.scoring import judge_rows, retrieval_scores, score_answer
 from eval.settings import Setting, SweepConfig
 from eval.store import DuckDBStore, dumps
 
@@ -105,10 +106,6 @@ def build_components(config: SweepConfig, settings: Sequence[Setting]) -> Compon
         corpus_sha256=retriever.corpus_digest(),
         judge=RagasFaithfulnessJudge(config.judge) if config.judge else None,
     )
-
-
-def _score(answer: str, context: str, golds: Sequence[str]) -> dict[str, float]:
-    return {name: m.fn(answer if m.on == "answer" else context, golds) for name, m in METRICS.items()}
 
 
 def run_sweep(
@@ -210,13 +207,13 @@ def _run(
         _generate(rows, prompts, comps.generator)
         stages[f"generate:{setting.name}"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        claims = _judge(rows, ClaimChecker(comps.embedder), comps.judge)
+        claims = judge_rows(rows, ClaimChecker(comps.embedder), comps.judge)
         stages[f"faithfulness:{setting.name}"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         comps.generator.reset_cache()
         comps.generator.warm(prefix)
-        probes += _probe(rows, prompts, probe_ids, comps.generator)
+        probes += probe_rows(rows, prompts, probe_ids, comps.generator)
         stages[f"probe:{setting.name}"] = time.perf_counter() - t0
         store.add_samples(rows, claims)
         n_rows += len(rows)
@@ -390,86 +387,9 @@ def _generate(rows: list[SampleRow], prompts: list[str | None], generator: Gener
                 "cached_tokens": gen.cached_tokens,
                 "ttft_s": gen.ttft_s,
                 "status": "ok",
-                **_score(gen.text, rows[i].context_text or "", golds),
+                **score_answer(gen.text, rows[i].context_text or "", golds),
             }
         )
-
-
-def _judge(rows: list[SampleRow], checker: ClaimChecker, judge: Any = None) -> list[ClaimRow]:
-    """Faithfulness (offline, and by the LLM judge when one is configured) and abstention of each answered
-    row; returns the claim evidence rows."""
-    claims: list[ClaimRow] = []
-    for i, row in enumerate(rows):
-        if row.status != "ok" or row.answer is None:
-            continue
-        result = checker.check(row.answer, row.context_text or "")
-        rows[i] = row.model_copy(
-            update={
-                "faithfulness": result.score,
-                "faithfulness_status": result.status,
-                "n_claims": len(result.claims),
-                "abstained": abstained(row.answer),
-                **(_ragas(judge, row) if judge is not None else {}),
-            }
-        )
-        claims += [
-            ClaimRow(
-                run_id=row.run_id,
-                setting_hash=row.setting_hash,
-                question_id=row.question_id,
-                claim_idx=j,
-                **v.model_dump(),
-            )
-            for j, v in enumerate(result.claims)
-        ]
-    return claims
-
-
-def _ragas(judge: Any, row: SampleRow) -> dict[str, Any]:
-    if abstained(row.answer or ""):
-        return {"ragas_faithfulness": None, "ragas_status": "no_statements"}
-    try:
-        score = judge.score(row.question, row.answer or "", [row.context_text or ""])
-    except Exception as exc:  # a judge outage costs the column, not the sweep
-        return {"ragas_faithfulness": None, "ragas_status": f"error: {type(exc).__name__}: {exc}"[:500]}
-    return {"ragas_faithfulness": score, "ragas_status": "ok" if score is not None else "no_statements"}
-
-
-def _probe(
-    rows: list[SampleRow], prompts: list[str | None], probe_ids: set[str], generator: Generator
-) -> list[tuple[int, float]]:
-    """Serial requests on the probe sample: the latency truth, free of batch queueing."""
-    points: list[tuple[int, float]] = []
-    for i, (row, prompt) in enumerate(zip(rows, prompts, strict=True)):
-        if prompt is None or row.status != "ok" or row.question_id not in probe_ids:
-            continue
-        p = generator.probe(prompt)
-        build = (row.retrieve_seconds or 0.0) + (row.rerank_seconds or 0.0) + (row.compress_seconds or 0.0)
-        rows[i] = row.model_copy(
-            update={
-                "probe_ttft_s": p.ttft_s,
-                "probe_prefill_s": p.prefill_s,
-                "probe_decode_s": p.decode_s,
-                "probe_cached_tokens": p.cached_tokens,
-                "e2e_latency_s": build + p.ttft_s if p.ttft_s is not None else None,
-            }
-        )
-        if p.prefill_s is not None:
-            points.append((p.prompt_tokens - p.cached_tokens, p.prefill_s))
-    return points
-
-
-def fit_prefill(points: Sequence[tuple[int, float]]) -> tuple[float, float] | None:
-    """Least-squares fit of prefill seconds = a*C + b*C^2 over (uncached prompt tokens C, seconds)."""
-    import numpy as np
-
-    usable = [(c, t) for c, t in points if c > 0]
-    if len({c for c, _ in usable}) < 2:
-        return None
-    c = np.array([p[0] for p in usable], dtype=float)
-    t = np.array([p[1] for p in usable], dtype=float)
-    (a, b), *_ = np.linalg.lstsq(np.stack([c, c * c], axis=1), t, rcond=None)
-    return float(a), float(b)
 
 
 def arrange(n: int, layout: str) -> list[int]:
@@ -487,20 +407,3 @@ def sha256_hex(text: str) -> str:
     import hashlib
 
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def retrieval_scores(ranked: Sequence[Hit], gold: Sequence[str], k: int) -> dict[str, Any]:
-    """Gold rank (1-based, over every candidate) and recall of gold documents at k and over all candidates.
-
-    NULL when the question names no gold document: such a question cannot score retrieval.
-    """
-    if not gold:
-        return {"gold_rank": None, "retrieval_recall": None, "candidate_recall": None}
-    wanted = set(gold)
-    docs = [h.doc_id for h in ranked]
-    rank = next((i for i, d in enumerate(docs, start=1) if d in wanted), None)
-    return {
-        "gold_rank": rank,
-        "retrieval_recall": len(wanted & set(docs[:k])) / len(wanted),
-        "candidate_recall": len(wanted & set(docs)) / len(wanted),
-    }

@@ -12,9 +12,10 @@ from corpus.embed import HashEmbedder, bundled_minilm_path
 from corpus.models import Hit
 from eval.compress import EngineLinguaCompressor, ExtractiveCompressor
 from eval.compress_cache import LanceCompressionCache, MemoryCache, cache_key
+from eval.latency import fit_prefill
 from eval.prompt import PromptLayout
 from eval.rerank import CrossEncoderReranker, QueryLikelihoodReranker, build_reranker
-from eval.sweep import arrange, fit_prefill, run_sweep
+from eval.sweep import arrange, run_sweep
 from tests.fakes import HalvingCompressor, WordTokenizer, count_words
 
 

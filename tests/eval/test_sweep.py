@@ -82,7 +82,7 @@ def test_retrieval_modes_are_settings_retrieved_once_per_question_and_mode(setup
 
 def test_retrieval_scores() -> None:
     from corpus.models import Hit
-    from eval.sweep import retrieval_scores
+    from eval.scoring import retrieval_scores
 
     hits = [Hit(chunk_id=str(i), doc_id=d, title="", text="", score=0.0) for i, d in enumerate("abcab")]
     assert retrieval_scores(hits, ["c"], 2) == {"gold_rank": 3, "retrieval_recall": 0.0, "candidate_recall": 1.0}

@@ -1,0 +1,45 @@
+"""The latency truth: serial probes after a cache reset, and the prefill-time fit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from eval.generate import Generator
+from eval.rows import SampleRow
+
+
+def probe_rows(
+    rows: list[SampleRow], prompts: list[str | None], probe_ids: set[str], generator: Generator
+) -> list[tuple[int, float]]:
+    """Serial requests on the probe sample: the latency truth, free of batch queueing."""
+    points: list[tuple[int, float]] = []
+    for i, (row, prompt) in enumerate(zip(rows, prompts, strict=True)):
+        if prompt is None or row.status != "ok" or row.question_id not in probe_ids:
+            continue
+        p = generator.probe(prompt)
+        build = (row.retrieve_seconds or 0.0) + (row.rerank_seconds or 0.0) + (row.compress_seconds or 0.0)
+        rows[i] = row.model_copy(
+            update={
+                "probe_ttft_s": p.ttft_s,
+                "probe_prefill_s": p.prefill_s,
+                "probe_decode_s": p.decode_s,
+                "probe_cached_tokens": p.cached_tokens,
+                "e2e_latency_s": build + p.ttft_s if p.ttft_s is not None else None,
+            }
+        )
+        if p.prefill_s is not None:
+            points.append((p.prompt_tokens - p.cached_tokens, p.prefill_s))
+    return points
+
+
+def fit_prefill(points: Sequence[tuple[int, float]]) -> tuple[float, float] | None:
+    """Least-squares fit of prefill seconds = a*C + b*C^2 over (uncached prompt tokens C, seconds)."""
+    import numpy as np
+
+    usable = [(c, t) for c, t in points if c > 0]
+    if len({c for c, _ in usable}) < 2:
+        return None
+    c = np.array([p[0] for p in usable], dtype=float)
+    t = np.array([p[1] for p in usable], dtype=float)
+    (a, b), *_ = np.linalg.lstsq(np.stack([c, c * c], axis=1), t, rcond=None)
+    return float(a), float(b)
