@@ -46,6 +46,8 @@ def _environment() -> None:
 
     os.environ.setdefault("PREFECT_HOME", str(default_cache_dir() / "prefect"))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # A fresh PREFECT_HOME migrates its database on the first start: on 2 busy cores that can pass 20 s.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     # The CLI prints user errors itself on one line; Prefect would log each with a traceback first.
     # Scheduled deployments run through a worker and keep Prefect's normal logging.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")

@@ -14,6 +14,7 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory) -> None:
     home = tmp_path_factory.mktemp("prefect")
     mp.setenv("PREFECT_HOME", str(home))
     mp.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    mp.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     mp.setenv("PREFECT_LOGGING_LEVEL", "WARNING")
     mp.setenv("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
     mp.setenv("VLLM_LOGGING_LEVEL", "WARNING")
