@@ -45,6 +45,8 @@ def _environment() -> None:
     from eval.assets import default_cache_dir
 
     os.environ.setdefault("PREFECT_HOME", str(default_cache_dir() / "prefect"))
+    # Prefect creates only the last folder of its home; on a fresh machine the cache folder is missing too.
+    Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # A fresh PREFECT_HOME migrates its database on the first start: on 2 busy cores that can pass 20 s.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")

@@ -62,3 +62,22 @@ def test_help_lists_commands_and_is_fast(tmp_path: Path) -> None:
     assert proc.returncode == 0
     for command in ("index", "sweep", "warm", "report", "demo", "dataset"):
         assert command in proc.stdout
+
+
+def test_fresh_machine_without_cache_folder(tmp_path: Path) -> None:
+    """No PREFECT_HOME and no cache folder yet: the CLI creates what Prefect needs."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_LOGGING_LEVEL", "PREFECT_HOME")}
+    env |= {"CRIBSHEET_CACHE": str(tmp_path / "not" / "there" / "yet")}
+    proc = subprocess.run(
+        [*CLI, "index", "--corpus", str(tmp_path / "c.jsonl"), "--index", str(tmp_path / "i")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert [line for line in proc.stderr.splitlines() if line.strip()] == [
+        f"error: {tmp_path / 'c.jsonl'}: corpus not found"
+    ]
+    assert (tmp_path / "not" / "there" / "yet" / "prefect").is_dir()
