@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -64,12 +65,30 @@ class ClaimChecker:
     """Decides claims against a context with lexical and embedding evidence."""
 
     def __init__(
-        self, embedder: Embedder, lexical_alone: float = 0.8, lexical_with_meaning: float = 0.5, meaning: float = 0.6
+        self,
+        embedder: Embedder,
+        lexical_alone: float = 0.8,
+        lexical_with_meaning: float = 0.5,
+        meaning: float = 0.6,
+        max_candidates: int = 4,
     ) -> None:
         self.embedder = embedder
         self.lexical_alone = lexical_alone
         self.lexical_with_meaning = lexical_with_meaning
         self.meaning = meaning
+        self.max_candidates = max_candidates
+        self._cache: dict[str, Any] = {}
+
+    def _vectors(self, texts: list[str]) -> Any:
+        """Embeddings by text, cached: the same passages come back in every setting of a sweep."""
+        import numpy as np
+
+        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing:
+            if len(self._cache) > 100_000:
+                self._cache.clear()
+            self._cache.update(zip(missing, self.embedder.embed_documents(missing), strict=True))
+        return np.stack([self._cache[t] for t in texts])
 
     def check(self, answer: str, context: str) -> FaithfulnessResult:
         claims = split_claims(answer)
@@ -81,20 +100,28 @@ class ClaimChecker:
         spans += [context[a[0] : b[1]] for a, b in zip(sentences, sentences[1:], strict=False)]
         span_words = [set(_content(s)) for s in spans]
         context_tokens = set(normalize(context).split())
-        vectors = self.embedder.embed_documents([*claims, *spans])
-        claim_vecs, span_vecs = vectors[: len(claims)], vectors[len(claims) :]
-        verdicts = []
-        for i, claim in enumerate(claims):
+        # Meaning only matters for spans that cover enough words to support a claim at all; embedding just
+        # those (a handful per claim, in one call per answer) keeps the checker cheap on long contexts.
+        plans = []
+        for claim in claims:
             words = _content(claim)
             lexical = [sum(w in sw for w in words) / len(words) for sw in span_words]
-            sims = span_vecs @ claim_vecs[i]
-            best = max(range(len(spans)), key=lambda j: (lexical[j] + float(sims[j]), -j))
+            candidates = [j for j in range(len(spans)) if lexical[j] >= self.lexical_with_meaning]
+            candidates = sorted(candidates, key=lambda j: (-lexical[j], j))[: self.max_candidates]
+            plans.append((lexical, candidates or [max(range(len(spans)), key=lambda j: (lexical[j], -j))]))
+        texts = list(dict.fromkeys([*claims, *(spans[j] for _, cands in plans for j in cands)]))
+        vectors = dict(zip(texts, self._vectors(texts), strict=True))
+        verdicts = []
+        for claim, (lexical, candidates) in zip(claims, plans, strict=True):
+            sims = [float(vectors[spans[j]] @ vectors[claim]) for j in candidates]
+            pick = max(range(len(candidates)), key=lambda t: (lexical[candidates[t]] + sims[t], -t))
+            best, sem = candidates[pick], sims[pick]
             claim_tokens = normalize(claim).split()
             numbers_ok = all(t in context_tokens for t in claim_tokens if any(c.isdigit() for c in t))
             names_ok = all(
                 t in context_tokens for n in _NAME.findall(claim) for t in normalize(n).split() if t not in STOP
             )
-            lex, sem = lexical[best], float(sims[best])
+            lex = lexical[best]
             supported = (
                 numbers_ok
                 and names_ok

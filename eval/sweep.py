@@ -193,6 +193,7 @@ def _run(
 
     n_rows = 0
     probes: list[tuple[int, float]] = []
+    checker = ClaimChecker(comps.embedder)  # one per sweep: its embedding cache spans the settings
     for setting in settings:
         t0 = time.perf_counter()
         rows, prompts = _prepare(setting, questions, ranked, retrieve_s, rerank_s, comps, layout, run_id, tick)
@@ -207,7 +208,7 @@ def _run(
         _generate(rows, prompts, comps.generator)
         stages[f"generate:{setting.name}"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        claims = judge_rows(rows, ClaimChecker(comps.embedder), comps.judge)
+        claims = judge_rows(rows, checker, comps.judge)
         stages[f"faithfulness:{setting.name}"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
