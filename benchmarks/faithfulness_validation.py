@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -19,8 +18,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--docs", type=int, default=200)
     args = parser.parse_args()
-    os.environ.setdefault("LANCE_LOG", "error")  # lance's per-query deprecation notes
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from eval.runtime import quiet_offline_env
+
+    quiet_offline_env()
 
     from corpus.bundled import CORPUS_FILE, build_bundled
     from corpus.embed import SentenceTransformerEmbedder

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -29,8 +28,9 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=0.1, help="flip probability for 'identical' re-runs")
     parser.add_argument("--drop", type=float, default=0.05)
     args = parser.parse_args()
-    os.environ.setdefault("LANCE_LOG", "error")  # lance's per-query deprecation notes
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from eval.runtime import quiet_offline_env
+
+    quiet_offline_env()
 
     from eval.gate import GatePolicy, decide
     from eval.store import DuckDBStore

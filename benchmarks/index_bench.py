@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import tempfile
@@ -25,8 +24,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--docs", type=int, default=None, help="index only the first N documents")
     args = parser.parse_args()
-    os.environ.setdefault("LANCE_LOG", "error")  # lance's per-query deprecation notes
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from eval.runtime import quiet_offline_env
+
+    quiet_offline_env()
 
     from corpus.bundled import CORPUS_FILE, QUESTIONS_FILE, build_bundled
     from corpus.chunk import ChunkerConfig, SentenceChunker

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -30,8 +29,9 @@ def main() -> None:
     parser.add_argument("--ratio", type=float, default=4.0)
     parser.add_argument("--index", type=Path, default=Path("runs/demo/index.lancedb"))
     args = parser.parse_args()
-    os.environ.setdefault("LANCE_LOG", "error")  # lance's per-query deprecation notes
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from eval.runtime import quiet_offline_env
+
+    quiet_offline_env()
 
     from corpus.bundled import CORPUS_FILE, DEMO_FILE, build_bundled
     from corpus.chunk import ChunkerConfig, SentenceChunker

@@ -270,7 +270,9 @@ def _write_batch(
 def _refresh_indices(table: Any, n_chunks: int, opts: IndexOptions) -> None:
     names = {str(getattr(ix, "index_type", "")) for ix in table.list_indices()}
     if "FTS" not in names:
-        table.create_fts_index("content", use_tantivy=False, replace=True)
+        from lancedb.index import FTS
+
+        table.create_index("content", config=FTS(), replace=True)
     if n_chunks >= opts.ann_threshold and not _has_vector_index(table):
         table.create_index(metric="cosine", vector_column_name="vector", index_type=opts.ann_index_type)
     table.optimize()  # folds new rows into the FTS/ANN indices and compacts small fragments

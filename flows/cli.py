@@ -43,6 +43,7 @@ LEADERBOARD_COLUMNS = [
 def _environment() -> None:
     """Defaults for a quiet, offline, self-contained run; anything the user set wins."""
     from eval.assets import default_cache_dir
+    from eval.runtime import quiet_offline_env
 
     os.environ.setdefault("PREFECT_HOME", str(default_cache_dir() / "prefect"))
     # Prefect creates only the last folder of its home; on a fresh machine the cache folder is missing too.
@@ -53,13 +54,7 @@ def _environment() -> None:
     # The CLI prints user errors itself on one line; Prefect would log each with a traceback first.
     # Scheduled deployments run through a worker and keep Prefect's normal logging.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("LANCE_LOG", "error")  # lance's scanner deprecation notes, once per query
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    # Our own progress bars cover the long stages; model-loading bars would bury them (and error lines).
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    quiet_offline_env()
 
 
 @contextmanager

@@ -13,6 +13,7 @@ from corpus.embed import build_embedder
 from corpus.index import IndexOptions, IndexReport, sync_index
 from corpus.sources import SkipLog, SourceConfig, iter_documents
 from eval.gate import GateDecision, GatePolicy, run_gate
+from eval.runtime import quiet_offline_env
 from eval.settings import SweepConfig
 from eval.store import DuckDBStore
 from eval.sweep import SweepResult, run_sweep
@@ -30,6 +31,7 @@ def index_task(
     source: SourceConfig, index_path: Path, embedder: str, chunker: ChunkerConfig, options: IndexOptions
 ) -> IndexReport:
     """Stream, chunk, embed and sync the LanceDB index (only new or changed documents are embedded)."""
+    quiet_offline_env()  # a scheduled run through a worker never went through the CLI
     emb = build_embedder(embedder)
     skips = SkipLog()
     return sync_index(
@@ -46,6 +48,7 @@ def index_task(
 @task(name="sweep")
 def sweep_task(config: SweepConfig) -> SweepResult:
     """Run the grid over the question set and store the rows."""
+    quiet_offline_env()
     return run_sweep(config, progress=report)
 
 

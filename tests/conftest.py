@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from eval.runtime import QUIET_OFFLINE_DEFAULTS
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_env(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -17,10 +19,8 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory) -> None:
     mp.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     mp.setenv("PREFECT_LOGGING_LEVEL", "WARNING")
     mp.setenv("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
-    mp.setenv("VLLM_LOGGING_LEVEL", "WARNING")
-    mp.setenv("LANCE_LOG", "error")
-    mp.setenv("HF_HUB_OFFLINE", "1")
-    mp.setenv("TOKENIZERS_PARALLELISM", "false")
+    for key, value in QUIET_OFFLINE_DEFAULTS.items():
+        mp.setenv(key, value)
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:

@@ -137,3 +137,35 @@ def test_retriever_is_pinned_to_a_version(index: Path, docs: list[Document], tmp
     fresh = LanceRetriever(index, HashEmbedder())
     assert fresh.version > pinned.version and fresh.corpus_digest() != digest
     assert fresh.retrieve("capital of Italy", 1, "fts")[0].doc_id == "Rome"
+
+
+_HYBRID_QUERY = """
+import sys
+from pathlib import Path
+if sys.argv[2] == "quiet":
+    from eval.runtime import quiet_offline_env
+    quiet_offline_env()
+from corpus.embed import HashEmbedder
+from corpus.retrieve import LanceRetriever
+print(LanceRetriever(Path(sys.argv[1]), HashEmbedder()).retrieve("second-highest mountain", 2, "hybrid")[0].doc_id)
+"""
+
+
+def test_quiet_defaults_silence_lancedb_per_query_notes(index: Path) -> None:
+    """LanceDB logs a deprecation note per hybrid query unless LANCEDB_LOG is set before it loads."""
+    import os
+    import subprocess
+    import sys
+
+    from eval.runtime import QUIET_OFFLINE_DEFAULTS
+
+    env = {k: v for k, v in os.environ.items() if k not in QUIET_OFFLINE_DEFAULTS}
+    runs = {
+        mode: subprocess.run(
+            [sys.executable, "-c", _HYBRID_QUERY, str(index), mode], env=env, capture_output=True, text=True, check=True
+        )
+        for mode in ("loud", "quiet")
+    }
+    assert runs["loud"].stdout.strip() == runs["quiet"].stdout.strip() == "K2"
+    assert "lance::dataset::scanner" in runs["loud"].stderr  # the control: the note exists without the defaults
+    assert "WARN" not in runs["quiet"].stderr

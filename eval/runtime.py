@@ -1,0 +1,28 @@
+"""Process-wide defaults for a quiet, offline run of the backends; anything the user set wins.
+
+Call before the backends are imported: LanceDB reads its log level once, when its extension loads.
+"""
+
+from __future__ import annotations
+
+import os
+
+QUIET_OFFLINE_DEFAULTS: dict[str, str] = {
+    # LanceDB logs a deprecation note per hybrid query (its sub-queries omit `_distance`/`_score`, which
+    # a hybrid query cannot select); `LANCE_LOG` covers the lance format library underneath.
+    "LANCEDB_LOG": "error",
+    "LANCE_LOG": "error",
+    "VLLM_LOGGING_LEVEL": "WARNING",
+    "TRANSFORMERS_VERBOSITY": "error",
+    # No model hub on the machines we serve first: every model comes from a package.
+    "HF_HUB_OFFLINE": "1",
+    # Our own progress bars cover the long stages; model-loading bars would bury them (and error lines).
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def quiet_offline_env() -> None:
+    """Set every `QUIET_OFFLINE_DEFAULTS` entry the environment does not already have."""
+    for key, value in QUIET_OFFLINE_DEFAULTS.items():
+        os.environ.setdefault(key, value)
