@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,7 +44,8 @@ class IndexOptions(BaseModel):
     """Chunks embedded and committed together (one LanceDB version per batch)."""
     ann_threshold: int = Field(default=100_000, ge=1)
     """Build an approximate vector index once the table holds this many chunks (below, exact search)."""
-    ann_index_type: str = "IVF_PQ"
+    ann_index_type: Literal["IVF_PQ", "IVF_FLAT", "IVF_SQ", "HNSW_PQ", "HNSW_SQ"] = "IVF_PQ"
+    """LanceDB vector index kind (cosine distance)."""
     rebuild: bool = False
     """Rebuild from scratch even when the spec is unchanged."""
 
@@ -274,7 +275,16 @@ def _refresh_indices(table: Any, n_chunks: int, opts: IndexOptions) -> None:
 
         table.create_index("content", config=FTS(), replace=True)
     if n_chunks >= opts.ann_threshold and not _has_vector_index(table):
-        table.create_index(metric="cosine", vector_column_name="vector", index_type=opts.ann_index_type)
+        from lancedb import index as kinds
+
+        config = {
+            "IVF_PQ": kinds.IvfPq,
+            "IVF_FLAT": kinds.IvfFlat,
+            "IVF_SQ": kinds.IvfSq,
+            "HNSW_PQ": kinds.HnswPq,
+            "HNSW_SQ": kinds.HnswSq,
+        }[opts.ann_index_type](distance_type="cosine")
+        table.create_index("vector", config=config, replace=True)
     table.optimize()  # folds new rows into the FTS/ANN indices and compacts small fragments
 
 
