@@ -33,12 +33,8 @@ def main() -> None:
 
     quiet_offline_env()
 
-    from corpus.bundled import CORPUS_FILE, DEMO_FILE, build_bundled
-    from corpus.chunk import ChunkerConfig, SentenceChunker
+    from corpus.bundled import CORPUS_FILE, answerable_questions, bundled_index
     from corpus.embed import SentenceTransformerEmbedder
-    from corpus.index import IndexOptions, sync_index
-    from corpus.load import read_jsonl
-    from corpus.models import Question
     from corpus.retrieve import LanceRetriever
     from corpus.sources import SkipLog, SourceConfig, iter_documents
     from eval.assets import smollm2_dir
@@ -51,13 +47,9 @@ def main() -> None:
     from eval.settings import CompressorConfig, GeneratorConfig
 
     work = Path(tempfile.mkdtemp(prefix="cribsheet-levers-"))
-    build_bundled(work)
     emb = SentenceTransformerEmbedder()
-    if not args.index.exists():
-        docs = iter_documents(SourceConfig(path=work / CORPUS_FILE), SkipLog())
-        sync_index(docs, SentenceChunker(ChunkerConfig(), emb.count_tokens), emb, args.index, IndexOptions())
-    questions = [q for _, q in read_jsonl(work / DEMO_FILE, Question) if q.answerable][: args.questions]
-    retriever = LanceRetriever(args.index, emb)
+    retriever = LanceRetriever(bundled_index(args.index, work, emb), emb)
+    questions = answerable_questions(work, limit=args.questions)
     reranker = DenseReranker(emb)
     lm = str(smollm2_dir())
     gen = VLLMGenerator(lm, GeneratorConfig())

@@ -27,27 +27,18 @@ def main() -> None:
 
     quiet_offline_env()
 
-    from corpus.bundled import CORPUS_FILE, QUESTIONS_FILE, build_bundled
-    from corpus.chunk import ChunkerConfig, SentenceChunker
+    from corpus.bundled import QUESTIONS_FILE, answerable_questions, bundled_index
     from corpus.embed import SentenceTransformerEmbedder
-    from corpus.index import IndexOptions, sync_index
-    from corpus.load import read_jsonl
-    from corpus.models import Question
     from corpus.retrieve import LanceRetriever
-    from corpus.sources import SkipLog, SourceConfig, iter_documents
     from eval.assets import smollm2_dir
     from eval.generate import VLLMGenerator
     from eval.rerank import build_reranker
     from eval.settings import GeneratorConfig
 
     work = Path(tempfile.mkdtemp(prefix="cribsheet-rerank-"))
-    build_bundled(work)
     emb = SentenceTransformerEmbedder()
-    if not args.index.exists():
-        docs = iter_documents(SourceConfig(path=work / CORPUS_FILE), SkipLog())
-        sync_index(docs, SentenceChunker(ChunkerConfig(), emb.count_tokens), emb, args.index, IndexOptions())
-    questions = [q for _, q in read_jsonl(work / QUESTIONS_FILE, Question) if q.answerable][: args.questions]
-    retriever = LanceRetriever(args.index, emb)
+    retriever = LanceRetriever(bundled_index(args.index, work, emb), emb)
+    questions = answerable_questions(work, QUESTIONS_FILE, args.questions)
     gen = VLLMGenerator(str(smollm2_dir()), GeneratorConfig())
     rerankers = {name: build_reranker(name, embedder=emb, scorer=gen) for name in ("none", "dense", "query-likelihood")}
 

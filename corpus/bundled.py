@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from corpus.embed import Embedder
 from corpus.errors import CribsheetError
 from corpus.models import Question
 
@@ -162,3 +163,26 @@ def build_bundled(out_dir: Path) -> dict[str, Any]:
     }
     (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
+
+
+def bundled_index(index_path: Path, work_dir: Path, embedder: Embedder) -> Path:
+    """Build the bundled dataset into `work_dir`; index its corpus at `index_path` unless an index is there.
+
+    For benchmarks that reuse the demo's index (`runs/demo/index.lancedb`) and build it when missing.
+    """
+    from corpus.chunk import ChunkerConfig, SentenceChunker
+    from corpus.index import IndexOptions, sync_index
+    from corpus.sources import SkipLog, SourceConfig, iter_documents
+
+    build_bundled(work_dir)
+    if not index_path.exists():
+        docs = iter_documents(SourceConfig(path=work_dir / CORPUS_FILE), SkipLog())
+        sync_index(docs, SentenceChunker(ChunkerConfig(), embedder.count_tokens), embedder, index_path, IndexOptions())
+    return index_path
+
+
+def answerable_questions(work_dir: Path, file: str = DEMO_FILE, limit: int | None = None) -> list[Question]:
+    """The first `limit` answerable questions of a bundled question file."""
+    from corpus.load import read_jsonl
+
+    return [q for _, q in read_jsonl(work_dir / file, Question) if q.answerable][:limit]
