@@ -63,6 +63,8 @@ class Hit(BaseModel):
     title: str
     text: str
     score: float
+    vector: tuple[float, ...] | None = Field(default=None, repr=False, exclude=True)
+    """The chunk's stored embedding (of `indexed_text`), when the retriever read it: rerankers reuse it."""
 
 
 class Question(BaseModel):

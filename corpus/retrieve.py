@@ -13,7 +13,7 @@ from corpus.models import Hit
 
 RetrievalMode = Literal["hybrid", "vector", "fts"]
 RETRIEVAL_MODES: tuple[str, ...] = get_args(RetrievalMode)
-_COLUMNS = ["chunk_id", "doc_id", "title", "text"]
+_COLUMNS = ["chunk_id", "doc_id", "title", "text", "vector"]
 
 
 class Retriever(Protocol):
@@ -72,7 +72,12 @@ class LanceRetriever:
             raise CribsheetError(f"unknown retrieval mode '{mode}'; known: {', '.join(RETRIEVAL_MODES)}")
         return [
             Hit(
-                chunk_id=r["chunk_id"], doc_id=r["doc_id"], title=r["title"], text=r["text"], score=sign * float(r[key])
+                chunk_id=r["chunk_id"],
+                doc_id=r["doc_id"],
+                title=r["title"],
+                text=r["text"],
+                score=sign * float(r[key]),
+                vector=tuple(r["vector"]),
             )
             for r in rows
         ]

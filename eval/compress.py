@@ -104,9 +104,23 @@ class _LegacyCacheModel:
         return getattr(self._model, name)
 
 
-def load_prompt_compressor(model: str, device: str) -> Any:
+def compressor_dtype(dtype: str, device: str) -> Any:
+    """The torch dtype for the compressor LM (see `CompressorConfig.dtype`)."""
+    import torch
+
+    if dtype != "auto":
+        return getattr(torch, dtype)
+    if device.startswith("cpu"):
+        native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+        return torch.bfloat16 if native else torch.float32
+    return "auto"
+
+
+def load_prompt_compressor(model: str, device: str, dtype: str = "auto") -> Any:
     """A llmlingua `PromptCompressor` that works offline under transformers 5."""
     from llmlingua import PromptCompressor  # heavy: keep inside the adapter
+
+    torch_dtype = compressor_dtype(dtype, device)
 
     class OfflinePromptCompressor(PromptCompressor):  # type: ignore[misc]
         def __init__(self, model_name: str, device_map: str) -> None:
@@ -118,7 +132,7 @@ def load_prompt_compressor(model: str, device: str) -> Any:
             self.open_api_config: dict[str, Any] = {}
             self.cache_bos_num = 10
             self.prefix_bos_num = 100
-            self.load_model(model_name, device_map, {"trust_remote_code": False})
+            self.load_model(model_name, device_map, {"trust_remote_code": False, "torch_dtype": torch_dtype})
             self.oai_tokenizer = _TokenizerCounter(self.tokenizer)
             self.model: Any = _LegacyCacheModel(self.model)
 
@@ -382,7 +396,7 @@ class CompressorContext:
         if self._prompt_compressor is None:
             if self.model is None:
                 raise CribsheetError("a compressor model (folder or hub id) is needed for llmlingua compressors")
-            self._prompt_compressor = load_prompt_compressor(self.model, self.config.device)
+            self._prompt_compressor = load_prompt_compressor(self.model, self.config.device, self.config.dtype)
         return self._prompt_compressor
 
     def need(self, what: str) -> Any:

@@ -27,7 +27,11 @@ def _as_text(hit: Hit) -> str:
 
 
 class DenseReranker:
-    """Reorders by cosine similarity of the question and passage embeddings (undoes fusion noise)."""
+    """Reorders by cosine similarity of the question and passage embeddings (undoes fusion noise).
+
+    Passage vectors come from the index when the hits carry them (the index stores the same embedder's
+    vector of the same text; a retriever refuses another embedder), so reranking embeds only the question.
+    """
 
     name = "dense"
 
@@ -40,9 +44,15 @@ class DenseReranker:
         if not hits:
             return []
         q = self.embedder.embed_query(question)
-        scores = self.embedder.embed_documents([_as_text(h) for h in hits]) @ q
+        scores = self._passage_vectors(hits) @ q
         order = np.argsort(-scores, kind="stable")
         return [hits[i].model_copy(update={"score": float(scores[i])}) for i in order]
+
+    def _passage_vectors(self, hits: Sequence[Hit]) -> Any:
+        if all(h.vector is not None and len(h.vector) == self.embedder.dim for h in hits):
+            stored = np.asarray([h.vector for h in hits], dtype=np.float32)
+            return stored / np.maximum(np.linalg.norm(stored, axis=1, keepdims=True), 1e-12)
+        return self.embedder.embed_documents([_as_text(h) for h in hits])
 
 
 class CrossEncoderReranker:

@@ -65,6 +65,38 @@ def test_cross_encoder_reranks_by_the_real_model(tiny_cross_encoder: str) -> Non
     assert [h.score for h in out] == pytest.approx(sorted(expected.tolist(), reverse=True), abs=1e-5)
 
 
+class CountingEmbedder(HashEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.documents_embedded = 0
+
+    def embed_documents(self, texts):  # noqa: ANN001, ANN201
+        self.documents_embedded += len(texts)
+        return super().embed_documents(texts)
+
+
+def test_dense_rerank_reuses_the_index_vectors(tmp_path: Path, tiny_corpus: Path) -> None:
+    """Hits read from the index carry their stored vectors: reranking embeds the question only, same order."""
+    from corpus.chunk import SentenceChunker
+    from corpus.index import sync_index
+    from corpus.load import load_documents
+    from corpus.retrieve import LanceRetriever
+    from eval.rerank import DenseReranker
+
+    sync_index(load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), tmp_path / "i.lancedb")
+    hits = LanceRetriever(tmp_path / "i.lancedb", HashEmbedder()).retrieve("capital of France", 4, "hybrid")
+    assert len(hits) >= 2 and all(h.vector is not None and len(h.vector) == 64 for h in hits)
+    emb = CountingEmbedder()
+    from_index = DenseReranker(emb).rerank("capital of France", hits)
+    assert emb.documents_embedded == 0
+    bare = [h.model_copy(update={"vector": None}) for h in hits]
+    embedded = DenseReranker(emb).rerank("capital of France", bare)
+    assert emb.documents_embedded == len(hits)
+    assert [h.chunk_id for h in from_index] == [h.chunk_id for h in embedded]
+    assert [h.score for h in from_index] == pytest.approx([h.score for h in embedded], abs=1e-5)
+    assert "vector" not in from_index[0].model_dump()
+
+
 class OverlapScorer:
     """Fake engine: a question token is likely (log p = 0) when it occurs earlier in the prompt, else -5."""
 
@@ -202,3 +234,15 @@ def test_memory_cache_roundtrip() -> None:
     cache = MemoryCache()
     cache.put_many({"k": "v"})
     assert cache.get("k") == "v" and cache.get("x") is None
+
+
+def test_compressor_dtype_resolution() -> None:
+    import torch
+
+    from eval.compress import compressor_dtype
+
+    native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    assert compressor_dtype("auto", "cpu") is (torch.bfloat16 if native else torch.float32)
+    assert compressor_dtype("auto", "cuda:0") == "auto"  # the model's own dtype on a GPU, as llmlingua does
+    assert compressor_dtype("float32", "cpu") is torch.float32
+    assert compressor_dtype("float16", "cuda") is torch.float16
