@@ -300,6 +300,39 @@ def decide(
     )
 
 
+DECISION_COLUMNS = ("metric", "baseline", "candidate", "diff", "CI", "margin", "verdict")
+
+
+def decision_rows(d: GateDecision) -> list[tuple[str, ...]]:
+    """The decision table (one row per metric, then the latency speed-up), formatted, for every renderer."""
+    rows: list[tuple[str, ...]] = [
+        (
+            m.name + (" (advisory)" if m.advisory else ""),
+            f"{m.baseline_mean:.3f}",
+            f"{m.candidate_mean:.3f}",
+            f"{m.diff:+.3f}",
+            f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]",
+            f"{m.margin:.3f}",
+            m.verdict,
+        )
+        for m in d.metrics
+    ]
+    if d.latency:
+        lt = d.latency
+        rows.append(
+            (
+                f"{lt.metric} speed-up",
+                f"{lt.baseline_mean:.3f} s",
+                f"{lt.candidate_mean:.3f} s",
+                f"{lt.speedup:.2f}x",
+                f"[{lt.ci_low:.2f}, {lt.ci_high:.2f}]",
+                f">={lt.min_speedup:.2f}x",
+                lt.verdict,
+            )
+        )
+    return rows
+
+
 def markdown_report(d: GateDecision) -> str:
     """The decision as a markdown document."""
     lines = [
@@ -310,24 +343,8 @@ def markdown_report(d: GateDecision) -> str:
         f"({d.policy.confidence:.0%} bootstrap CI, {d.policy.resamples} resamples, seed {d.policy.seed}).",
         "",
     ]
-    lines += [f"- {r}" for r in d.reasons] + [
-        "",
-        "| metric | baseline | candidate | diff | CI | margin | verdict |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for m in d.metrics:
-        tag = " (advisory)" if m.advisory else ""
-        lines.append(
-            f"| {m.name}{tag} | {m.baseline_mean:.3f} | {m.candidate_mean:.3f} | {m.diff:+.3f} | "
-            f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}] | {m.margin:.3f} | {m.verdict} |"
-        )
-    if d.latency:
-        lt = d.latency
-        lines.append(
-            f"| {lt.metric} speed-up | {lt.baseline_mean:.3f} s | {lt.candidate_mean:.3f} s | "
-            f"{lt.speedup:.2f}x | [{lt.ci_low:.2f}, {lt.ci_high:.2f}] | ≥{lt.min_speedup:.2f}x | "
-            f"{lt.verdict} |"
-        )
+    lines += [f"- {r}" for r in d.reasons] + ["", "| " + " | ".join(DECISION_COLUMNS) + " |", "|---" * 7 + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in decision_rows(d)]
     return "\n".join(lines) + "\n"
 
 

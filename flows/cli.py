@@ -307,31 +307,15 @@ def gate(
 
 def print_decision(d: Any) -> None:
     """The gate decision as a terminal table."""
+    from eval.gate import DECISION_COLUMNS, decision_rows
+
     colour = {"pass": "green", "fail": "red"}.get(d.decision, "yellow")
     table = Table(title=f"gate: {d.candidate} vs {d.baseline} ({d.n_questions} paired questions)")
-    for header in ("metric", "baseline", "candidate", "diff", f"{d.policy.confidence:.0%} CI", "margin", "verdict"):
-        table.add_column(header, justify="left" if header == "metric" else "right")
-    for m in d.metrics:
-        table.add_row(
-            m.name + (" (advisory)" if m.advisory else ""),
-            f"{m.baseline_mean:.3f}",
-            f"{m.candidate_mean:.3f}",
-            f"{m.diff:+.3f}",
-            f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]",
-            f"{m.margin:.3f}",
-            m.verdict,
-        )
-    if d.latency:
-        lt = d.latency
-        table.add_row(
-            f"{lt.metric} speed-up",
-            f"{lt.baseline_mean:.3f}",
-            f"{lt.candidate_mean:.3f}",
-            f"{lt.speedup:.2f}x",
-            f"[{lt.ci_low:.2f}, {lt.ci_high:.2f}]",
-            f">={lt.min_speedup:.2f}x",
-            lt.verdict,
-        )
+    for header in DECISION_COLUMNS:
+        label = f"{d.policy.confidence:.0%} CI" if header == "CI" else header
+        table.add_column(label, justify="left" if header == "metric" else "right")
+    for row in decision_rows(d):
+        table.add_row(*row)
     out.print(table)
     for reason in d.reasons:
         out.print(f"  {reason}", highlight=False)

@@ -11,7 +11,17 @@ import numpy as np
 import pytest
 
 from corpus.errors import CribsheetError
-from eval.gate import FAIL, PASS, UNDECIDED, GatePolicy, LatencyRule, MetricRule, markdown_report, run_gate
+from eval.gate import (
+    FAIL,
+    PASS,
+    UNDECIDED,
+    GatePolicy,
+    LatencyRule,
+    MetricRule,
+    decision_rows,
+    markdown_report,
+    run_gate,
+)
 from eval.rows import RunRow, SampleRow, SettingRow
 from eval.store import DuckDBStore
 
@@ -184,4 +194,7 @@ def test_decision_is_reproducible(store: DuckDBStore) -> None:
     a = run_gate(store, "base", "cand", POLICY, run="r1")
     b = run_gate(store, "base", "cand", POLICY, run="r1")
     assert (a.metrics[0].ci_low, a.metrics[0].ci_high) == (b.metrics[0].ci_low, b.metrics[0].ci_high)
-    assert "| answer_contains |" in markdown_report(a)
+    report = markdown_report(a)
+    rows = decision_rows(a)
+    assert rows[0][0] == "answer_contains" and rows[-1][0].endswith("speed-up")
+    assert all("| " + " | ".join(row) + " |" in report for row in rows)  # the terminal table shows the same rows
