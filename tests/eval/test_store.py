@@ -239,3 +239,12 @@ def test_killed_sweep_leaves_only_complete_settings(tmp_path: Path, tiny_corpus:
     per_setting = con.execute("SELECT setting_name, count(*) FROM samples GROUP BY 1").fetchall()
     assert per_setting and all(n == 4 for _, n in per_setting) and len(per_setting) == 1
     assert con.execute("SELECT status FROM runs").fetchone()[0] == "running"
+
+
+def test_every_setting_field_is_a_column() -> None:
+    """Rows take the setting's fields by name; a new Setting field without a column would be dropped silently."""
+    from eval.rows import SampleRow, SettingRow
+    from eval.settings import Setting
+
+    assert set(Setting.model_fields) <= set(SettingRow.model_fields)
+    assert set(Setting.model_fields) <= set(SampleRow.model_fields)
