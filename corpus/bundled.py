@@ -21,7 +21,7 @@ CORPUS_FILE = "wiki_vital_en.jsonl"
 QUESTIONS_FILE = "fanoutqa_dev_questions.jsonl"
 DEMO_FILE = "fanoutqa_dev_demo.jsonl"
 MANIFEST_FILE = "MANIFEST.json"
-DEMO_UNANSWERABLE = 20
+DEMO_UNANSWERABLE = 10
 """Unanswerable questions in the demo set, picked by lowest sha256 of the question id."""
 
 

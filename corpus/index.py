@@ -33,6 +33,8 @@ class IndexSpec(BaseModel):
     dim: int
     chunker: dict[str, Any]
     format: int = INDEX_FORMAT
+    precision: str = "float32"
+    """The embedder's compute precision (bfloat16 vectors differ slightly from float32 ones)."""
 
 
 class IndexOptions(BaseModel):
@@ -122,7 +124,12 @@ def sync_index(
     the previous versions intact and the next sync picks up where it stopped.
     """
     opts = options or IndexOptions()
-    spec = IndexSpec(embedder=embedder.name, dim=embedder.dim, chunker=chunker.config.model_dump())
+    spec = IndexSpec(
+        embedder=embedder.name,
+        dim=embedder.dim,
+        chunker=chunker.config.model_dump(),
+        precision=getattr(embedder, "precision", "float32"),
+    )
     started = time.perf_counter()
     path = Path(path)
     full = opts.rebuild or not path.exists() or _existing_spec(path) != spec

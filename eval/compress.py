@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from corpus.chunk import sentence_spans
-from corpus.embed import Embedder
+from corpus.embed import Embedder, cpu_computes_bf16
 from corpus.errors import CribsheetError
 from eval.compress_cache import CompressionCache, MemoryCache, cache_key
 from eval.generate import TokenScorer
@@ -111,8 +111,7 @@ def compressor_dtype(dtype: str, device: str) -> Any:
     if dtype != "auto":
         return getattr(torch, dtype)
     if device.startswith("cpu"):
-        native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
-        return torch.bfloat16 if native else torch.float32
+        return torch.bfloat16 if cpu_computes_bf16() else torch.float32
     return "auto"
 
 

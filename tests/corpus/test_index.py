@@ -99,6 +99,35 @@ def test_changed_chunker_or_rebuild_flag_rebuilds(index: Path, docs: list[Docume
     assert sync(docs, index, rebuild=True).rebuilt
 
 
+class HalfPrecisionHashEmbedder(HashEmbedder):
+    precision = "bfloat16"
+
+
+def test_changed_embedder_precision_rebuilds(index: Path, docs: list[Document]) -> None:
+    assert read_spec(index).precision == "float32"
+    assert not sync(docs, index).rebuilt
+    report = sync(docs, index, HalfPrecisionHashEmbedder())
+    assert report.rebuilt and read_spec(index).precision == "bfloat16"
+
+
+def test_bfloat16_minilm_matches_float32() -> None:
+    """The automatic bfloat16 embedder (where the CPU computes it natively) keeps the float32 geometry."""
+    import numpy as np
+
+    from corpus.embed import SentenceTransformerEmbedder, cpu_computes_bf16
+
+    texts = [d["text"] for d in TINY_DOCS]
+    full = SentenceTransformerEmbedder(device="cpu", precision="float32")
+    auto = SentenceTransformerEmbedder(device="cpu")
+    assert auto.precision == ("bfloat16" if cpu_computes_bf16() else "float32")
+    a, b = full.embed_documents(texts), auto.embed_documents(texts)
+    assert a.dtype == b.dtype == np.float32
+    assert float((a * b).sum(axis=1).min()) > 0.99
+    assert float(auto.embed_query("mountain") @ full.embed_query("mountain")) > 0.99
+    with pytest.raises(CribsheetError, match="precision 'int8'"):
+        SentenceTransformerEmbedder(device="cpu", precision="int8")
+
+
 def test_duplicate_ids_in_a_stream_are_an_error(tmp_path: Path, docs: list[Document]) -> None:
     with pytest.raises(CribsheetError, match="duplicate document id 'K2'"):
         sync([docs[0], docs[0]], tmp_path / "dup.lancedb")

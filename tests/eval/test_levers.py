@@ -239,10 +239,10 @@ def test_memory_cache_roundtrip() -> None:
 def test_compressor_dtype_resolution() -> None:
     import torch
 
+    from corpus.embed import cpu_computes_bf16
     from eval.compress import compressor_dtype
 
-    native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
-    assert compressor_dtype("auto", "cpu") is (torch.bfloat16 if native else torch.float32)
+    assert compressor_dtype("auto", "cpu") is (torch.bfloat16 if cpu_computes_bf16() else torch.float32)
     assert compressor_dtype("auto", "cuda:0") == "auto"  # the model's own dtype on a GPU, as llmlingua does
     assert compressor_dtype("float32", "cpu") is torch.float32
     assert compressor_dtype("float16", "cuda") is torch.float16
