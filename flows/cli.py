@@ -40,6 +40,11 @@ LEADERBOARD_COLUMNS = [
 ]
 
 
+def _seconds(value: float | None) -> str:
+    """A duration for people: milliseconds precision, or n/a when the engine reported none."""
+    return "n/a" if value is None else f"{value:.3f} s"
+
+
 def _environment() -> None:
     """Defaults for a quiet, offline, self-contained run; anything the user set wins."""
     from eval.assets import default_cache_dir
@@ -259,7 +264,7 @@ def warm(
         _fail(exc)
     out.print(
         f"stable prefix {rep.prefix_tokens} tokens, {rep.cached_tokens} served from cache "
-        f"(block size {config.block_size}); TTFT cold {rep.cold_ttft_s} s, warm {rep.warm_ttft_s} s"
+        f"(block size {config.block_size}); TTFT cold {_seconds(rep.cold_ttft_s)}, warm {_seconds(rep.warm_ttft_s)}"
     )
 
 
@@ -360,7 +365,7 @@ def demo(
         w = result.warm
         err.print(
             f"  stable prefix {w.prefix_tokens} tokens, {w.cached_tokens} cached; "
-            f"TTFT cold {w.cold_ttft_s} s, warm {w.warm_ttft_s} s"
+            f"TTFT cold {_seconds(w.cold_ttft_s)}, warm {_seconds(w.warm_ttft_s)}"
         )
     print_leaderboard(result.leaderboard, f"demo run {result.run_id}")
     print(Path(result.store_path).resolve())

@@ -81,3 +81,10 @@ def test_fresh_machine_without_cache_folder(tmp_path: Path) -> None:
         f"error: {tmp_path / 'c.jsonl'}: corpus not found"
     ]
     assert (tmp_path / "not" / "there" / "yet" / "prefect").is_dir()
+
+
+def test_seconds_are_printed_for_people() -> None:
+    from flows.cli import _seconds
+
+    assert _seconds(0.21444082260131836) == "0.214 s"
+    assert _seconds(None) == "n/a"
