@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from eval.runtime import QUIET_OFFLINE_DEFAULTS
+
+# Prefect configures its loggers when first imported (collecting the flow tests), before any fixture runs;
+# at INFO its temporary server logs "Stopping ..." at exit into pytest's closed output ("Logging error").
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -17,8 +23,6 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory) -> None:
     mp.setenv("PREFECT_HOME", str(home))
     mp.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     mp.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    mp.setenv("PREFECT_LOGGING_LEVEL", "WARNING")
-    mp.setenv("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
     for key, value in QUIET_OFFLINE_DEFAULTS.items():
         mp.setenv(key, value)
 
