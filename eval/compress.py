@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from corpus.chunk import sentence_spans
-from corpus.embed import Embedder, cpu_computes_bf16
+from corpus.embed import Embedder, VectorCache, cpu_computes_bf16
 from corpus.errors import CribsheetError
 from eval.compress_cache import CompressionCache, MemoryCache, cache_key
 from eval.generate import TokenScorer
@@ -284,18 +284,7 @@ class ExtractiveCompressor:
         self.count = count_tokens
         self.embedder = embedder
         self.calls = 0
-        self.vectors: dict[str, Any] = {}
-        self.max_cached = max_cached
-
-    def _sentence_vectors(self, sentences: list[str]) -> Any:
-        import numpy as np
-
-        missing = list(dict.fromkeys(s for s in sentences if s not in self.vectors))
-        if missing:
-            if len(self.vectors) + len(missing) > self.max_cached:
-                self.vectors.clear()
-            self.vectors.update(zip(missing, self.embedder.embed_documents(missing), strict=True))
-        return np.stack([self.vectors[s] for s in sentences])
+        self._sentence_vectors = VectorCache(embedder, max_cached)
 
     def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
         import numpy as np

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import BaseModel
 
 from corpus.chunk import sentence_spans
-from corpus.embed import Embedder
+from corpus.embed import Embedder, VectorCache
 from eval.metrics import abstained, normalize
 
 STOP = set(
@@ -77,18 +76,7 @@ class ClaimChecker:
         self.lexical_with_meaning = lexical_with_meaning
         self.meaning = meaning
         self.max_candidates = max_candidates
-        self._cache: dict[str, Any] = {}
-
-    def _vectors(self, texts: list[str]) -> Any:
-        """Embeddings by text, cached: the same passages come back in every setting of a sweep."""
-        import numpy as np
-
-        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
-        if missing:
-            if len(self._cache) > 100_000:
-                self._cache.clear()
-            self._cache.update(zip(missing, self.embedder.embed_documents(missing), strict=True))
-        return np.stack([self._cache[t] for t in texts])
+        self._vectors = VectorCache(embedder, 100_000)  # the same passages come back in every setting
 
     def check(self, answer: str, context: str) -> FaithfulnessResult:
         claims = split_claims(answer)

@@ -246,3 +246,16 @@ def test_compressor_dtype_resolution() -> None:
     assert compressor_dtype("auto", "cuda:0") == "auto"  # the model's own dtype on a GPU, as llmlingua does
     assert compressor_dtype("float32", "cpu") is torch.float32
     assert compressor_dtype("float16", "cuda") is torch.float16
+
+
+def test_vector_cache_embeds_each_text_once_and_starts_over_when_full() -> None:
+    from corpus.embed import VectorCache
+
+    emb = CountingEmbedder()
+    cache = VectorCache(emb, max_items=3)
+    first = cache(["a b", "c d", "a b"])
+    assert emb.documents_embedded == 2 and first.shape == (3, 64)
+    assert np.allclose(cache(["c d"])[0], first[1]) and emb.documents_embedded == 2
+    cache(["e f", "g h"])  # 2 cached + 2 new > 3: starts over with the new ones
+    cache(["a b"])
+    assert emb.documents_embedded == 5
