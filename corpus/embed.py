@@ -63,6 +63,14 @@ def cpu_computes_bf16() -> bool:
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
+def auto_cpu_precision(device: str) -> str | None:
+    """What precision "auto" means on `device`: bfloat16 on a CPU that computes it natively, float32 on other
+    CPUs, None on an accelerator (the caller keeps its own default there)."""
+    if not device.startswith("cpu"):
+        return None
+    return "bfloat16" if cpu_computes_bf16() else "float32"
+
+
 class SentenceTransformerEmbedder:
     """Any sentence-transformers model from a local folder (or a hub id where a hub is reachable).
 
@@ -83,9 +91,8 @@ class SentenceTransformerEmbedder:
         from sentence_transformers import SentenceTransformer  # heavy: keep inside the adapter
 
         path = model or str(bundled_minilm_path())
-        on_cpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cpu")
         if precision == "auto":
-            precision = "bfloat16" if on_cpu and cpu_computes_bf16() else "float32"
+            precision = auto_cpu_precision(device or ("cuda" if torch.cuda.is_available() else "cpu")) or "float32"
         if precision not in ("float32", "bfloat16", "float16"):
             raise CribsheetError(f"embedder precision '{precision}': expected auto, float32, bfloat16 or float16")
         self.precision = precision

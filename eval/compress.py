@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from corpus.chunk import sentence_spans
-from corpus.embed import Embedder, VectorCache, cpu_computes_bf16
+from corpus.embed import Embedder, VectorCache, auto_cpu_precision
 from corpus.errors import CribsheetError
 from eval.compress_cache import CompressionCache, MemoryCache, cache_key
 from eval.generate import TokenScorer
@@ -108,11 +108,8 @@ def compressor_dtype(dtype: str, device: str) -> Any:
     """The torch dtype for the compressor LM (see `CompressorConfig.dtype`)."""
     import torch
 
-    if dtype != "auto":
-        return getattr(torch, dtype)
-    if device.startswith("cpu"):
-        return torch.bfloat16 if cpu_computes_bf16() else torch.float32
-    return "auto"
+    precision = dtype if dtype != "auto" else auto_cpu_precision(device)
+    return getattr(torch, precision) if precision else "auto"  # "auto": the model's own dtype, on a GPU
 
 
 def load_prompt_compressor(model: str, device: str, dtype: str = "auto") -> Any:
