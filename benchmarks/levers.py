@@ -33,13 +33,14 @@ def main() -> None:
 
     quiet_offline_env()
 
+    from eval.compress_cache import MemoryCache
+
     from corpus.bundled import CORPUS_FILE, answerable_questions, bundled_index
     from corpus.embed import SentenceTransformerEmbedder
     from corpus.retrieve import LanceRetriever
     from corpus.sources import SkipLog, SourceConfig, iter_documents
     from eval.assets import smollm2_dir
     from eval.compress import CompressorContext, build_compressors
-    from eval.compress_cache import MemoryCache
     from eval.generate import VLLMGenerator
     from eval.metrics import answer_contains, context_answer_recall
     from eval.prompt import PromptLayout, context_block

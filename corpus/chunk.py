@@ -16,7 +16,7 @@ _ABBREVIATION = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|Prof|vs|etc|No|Mt|Inc
 _PARAGRAPH = re.compile(r"\S(?:.*?\S)?(?=\s*\n\s*\n|\s*$)", re.S)
 _WORD = re.compile(r"\S+")
 
-TokenCounter = Callable[[Sequence[str]], list[int]]
+BatchTokenCounter = Callable[[Sequence[str]], list[int]]
 """Counts tokens of many texts at once (the embedder's own tokenizer)."""
 
 
@@ -87,7 +87,7 @@ def sentence_spans(text: str) -> list[tuple[int, int, bool]]:
 class SentenceChunker:
     """Packs whole sentences into chunks of at most `max_tokens`, breaking at paragraphs when full enough."""
 
-    def __init__(self, config: ChunkerConfig | None = None, count_tokens: TokenCounter = count_words) -> None:
+    def __init__(self, config: ChunkerConfig | None = None, count_tokens: BatchTokenCounter = count_words) -> None:
         self.config = config or ChunkerConfig()
         self.count = count_tokens
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.errors import CribsheetError
+from corpus.registry import Registry
 
 
 class Embedder(Protocol):
@@ -124,42 +125,33 @@ class SentenceTransformerEmbedder:
         return [len(x) for x in ids]
 
 
-class HashEmbedder:
-    """Deterministic bag-of-words vectors from sha256: a real backend for tests, no model needed."""
+class SentenceTransformerConfig(BaseModel):
+    """A sentence-transformers embedder."""
 
-    def __init__(self, dim: int = 64) -> None:
-        self.name = f"hash-{dim}"
-        self.dim = dim
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def _one(self, text: str) -> np.ndarray:
-        vec = np.zeros(self.dim, dtype=np.float32)
-        for word in text.lower().split():
-            h = int.from_bytes(hashlib.sha256(word.strip(".,;:!?\"'()").encode()).digest()[:8], "little")
-            vec[h % self.dim] += 1.0 if (h >> 32) & 1 else -1.0
-        norm = float(np.linalg.norm(vec))
-        return vec / norm if norm else vec
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([self._one(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._one(text)
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return [len(t.split()) for t in texts]
+    model: str | None = None
+    """Local folder or hub id; None = the bundled all-MiniLM-L6-v2."""
+    device: str | None = None
+    """torch device (None: CUDA when available, else CPU)."""
+    precision: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Weights precision (see `SentenceTransformerEmbedder`); part of an index's build spec."""
+    batch_size: int = Field(default=64, ge=1)
 
 
-EMBEDDERS: dict[str, Callable[..., Embedder]] = {
-    "minilm-l6-v2": SentenceTransformerEmbedder,
-    "sentence-transformers": SentenceTransformerEmbedder,
-    "hash": HashEmbedder,
-}
+EMBEDDERS: Registry[Embedder, None] = Registry("embedder")
+"""Registered embedders; tests register a hash-based fake the same way."""
 
 
-def build_embedder(name: str, **kwargs: object) -> Embedder:
-    """Build a registered embedder by name."""
-    try:
-        factory = EMBEDDERS[name]
-    except KeyError:
-        raise CribsheetError(f"unknown embedder '{name}'; known: {', '.join(sorted(EMBEDDERS))}") from None
-    return factory(**kwargs)
+@EMBEDDERS.register("minilm-l6-v2", SentenceTransformerConfig)
+@EMBEDDERS.register("sentence-transformers", SentenceTransformerConfig, arg="model")
+def _sentence_transformer(config: SentenceTransformerConfig, deps: None) -> Embedder:
+    """sentence-transformers; `sentence-transformers:PATH` names a folder or hub id."""
+    return SentenceTransformerEmbedder(
+        model=config.model, device=config.device, batch_size=config.batch_size, precision=config.precision
+    )
+
+
+def build_embedder(ref: str, **overrides: object) -> Embedder:
+    """Build a registered embedder by name (or `name:ARG`), with config overrides."""
+    return EMBEDDERS.build(EMBEDDERS.spec(ref, overrides), None)

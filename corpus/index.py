@@ -8,98 +8,40 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from corpus.chunk import Chunker
 from corpus.embed import Embedder
 from corpus.errors import CribsheetError
 from corpus.models import Chunk, Document
 from corpus.sources import Skipped
+from corpus.table import (
+    REPORT_FILE,
+    SPEC_KEY,
+    TABLE,
+    IndexConfig,
+    IndexOptions,
+    IndexReport,
+    IndexSpec,
+    indexed_text,
+    open_table,
+    read_spec,
+    table_schema,
+)
 
-TABLE = "chunks"
-SPEC_KEY = b"cribsheet.index_spec"
-INDEX_FORMAT = 2
-REPORT_FILE = "cribsheet-index-report.json"
-
-
-class IndexSpec(BaseModel):
-    """How an index is built; a change means a full rebuild, a query with another embedder is refused."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    embedder: str
-    dim: int
-    chunker: dict[str, Any]
-    format: int = INDEX_FORMAT
-    precision: str = "float32"
-    """The embedder's compute precision (bfloat16 vectors differ slightly from float32 ones)."""
-
-
-class IndexOptions(BaseModel):
-    """Knobs of the index writer."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    batch_chunks: int = Field(default=2048, ge=1)
-    """Chunks embedded and committed together (one LanceDB version per batch)."""
-    ann_threshold: int = Field(default=100_000, ge=1)
-    """Build an approximate vector index once the table holds this many chunks (below, exact search)."""
-    ann_index_type: Literal["IVF_PQ", "IVF_FLAT", "IVF_SQ", "HNSW_PQ", "HNSW_SQ"] = "IVF_PQ"
-    """LanceDB vector index kind (cosine distance)."""
-    rebuild: bool = False
-    """Rebuild from scratch even when the spec is unchanged."""
-
-
-class IndexReport(BaseModel):
-    """What a sync did, by document, plus everything that was skipped and why."""
-
-    path: str
-    spec: IndexSpec
-    version: int
-    seconds: float
-    rebuilt: bool
-    added: int = 0
-    changed: int = 0
-    deleted: int = 0
-    unchanged: int = 0
-    chunks_written: int = 0
-    n_documents: int = 0
-    n_chunks: int = 0
-    ann_index: bool = False
-    skipped: list[Skipped] = Field(default_factory=list)
-
-    @property
-    def reused(self) -> bool:
-        """True when nothing had to be written."""
-        return not (self.rebuilt or self.added or self.changed or self.deleted)
-
-
-def indexed_text(chunk: Chunk) -> str:
-    """What is embedded and full-text indexed: the title makes a chunk self-describing."""
-    return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
-
-
-def _schema(spec: IndexSpec) -> Any:
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            pa.field("chunk_id", pa.string()),
-            pa.field("doc_id", pa.string()),
-            pa.field("doc_hash", pa.string()),
-            pa.field("title", pa.string()),
-            pa.field("position", pa.int32()),
-            pa.field("char_start", pa.int32()),
-            pa.field("char_end", pa.int32()),
-            pa.field("text", pa.string()),
-            pa.field("content", pa.string()),
-            pa.field("metadata", pa.string()),
-            pa.field("vector", pa.list_(pa.float32(), spec.dim)),
-        ],
-        metadata={SPEC_KEY: spec.model_dump_json().encode()},
-    )
+__all__ = [
+    "REPORT_FILE",
+    "SPEC_KEY",
+    "TABLE",
+    "IndexConfig",
+    "IndexOptions",
+    "IndexReport",
+    "IndexSpec",
+    "indexed_text",
+    "open_table",
+    "read_spec",
+    "sync_index",
+]
 
 
 def _sql_list(values: Iterable[str]) -> str:
@@ -168,7 +110,7 @@ def _sync(
     import lancedb
 
     db = lancedb.connect(str(path))
-    schema = _schema(spec)
+    schema = table_schema(spec)
     table = db.create_table(TABLE, schema=schema) if full else db.open_table(TABLE)
     existing = {} if full else _doc_hashes(table)
     counts: dict[str, int] = {"added": 0, "changed": 0, "unchanged": 0, "chunks_written": 0}
@@ -306,32 +248,3 @@ def _swap_into_place(tmp: Path, path: Path) -> None:
     tmp.rename(path)
     if old.exists():
         shutil.rmtree(old, ignore_errors=True)
-
-
-def read_spec(path: Path) -> IndexSpec:
-    """Read the build spec of the index at `path`."""
-    table = open_table(path)
-    meta = table.schema.metadata or {}
-    if SPEC_KEY not in meta:
-        raise CribsheetError(f"{path}: table '{TABLE}' has no cribsheet build spec; rebuild it with `cribsheet index`")
-    try:
-        return IndexSpec.model_validate(json.loads(meta[SPEC_KEY]))
-    except ValueError:
-        raise CribsheetError(f"{path}: index written by another cribsheet version; rebuild with --rebuild") from None
-
-
-def open_table(path: Path, version: int | None = None) -> Any:
-    """Open the chunk table at `path` (optionally pinned at `version`) with a clear error when there is none."""
-    import lancedb
-
-    path = Path(path)
-    if not path.exists():
-        raise CribsheetError(f"{path}: no index here; build one with `cribsheet index`")
-    db = lancedb.connect(str(path))
-    try:
-        table = db.open_table(TABLE)
-    except (ValueError, FileNotFoundError) as exc:
-        raise CribsheetError(f"{path}: no table '{TABLE}' ({exc}); rebuild with `cribsheet index`") from None
-    if version is not None:
-        table.checkout(version)
-    return table

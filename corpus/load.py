@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from corpus.errors import InputFileError
-from corpus.models import Document
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -54,13 +53,3 @@ def read_jsonl(path: Path, model: type[M]) -> Iterator[tuple[int, M]]:
             yield lineno, model.model_validate(raw)
         except ValidationError as exc:
             raise InputFileError(path, _first_error(exc), lineno) from None
-
-
-def load_documents(path: Path) -> list[Document]:
-    """All documents of a JSONL/Parquet file or folder (small corpora and tests; indexing streams instead)."""
-    from corpus.sources import SkipLog, SourceConfig, iter_documents
-
-    docs = list(iter_documents(SourceConfig(path=path), SkipLog()))
-    if not docs:
-        raise InputFileError(path, "no documents in corpus")
-    return docs

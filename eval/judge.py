@@ -1,5 +1,6 @@
 """An LLM judge for users with a capable model: ragas' Faithfulness against an OpenAI-compatible endpoint
-(for example vLLM serving a 7B model on a GPU). Offline defaults never need it (DESIGN.md §6)."""
+(for example vLLM serving a 7B model on a GPU). Offline defaults never need it: a 135M judge either fails
+to parse or scores meaningless values (docs/design.md)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,28 @@ import asyncio
 import math
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from corpus.registry import Registry
 
-class JudgeConfig(BaseModel):
+
+class Judge(Protocol):
+    """An LLM judge of faithfulness."""
+
+    name: str
+
+    def score(self, question: str, answer: str, contexts: Sequence[str]) -> float | None:
+        """Faithfulness of `answer` to `contexts` in [0, 1]; None when there is no statement to check."""
+        ...
+
+
+JUDGES: Registry[Judge, None] = Registry("judge")
+"""Registered LLM judges; `JudgeConfig.name` names one."""
+
+
+class RagasJudgeConfig(BaseModel):
     """Where the judge model is served."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -23,6 +40,13 @@ class JudgeConfig(BaseModel):
     api_key_env: str = "CRIBSHEET_JUDGE_API_KEY"
     """Environment variable holding the API key (vLLM accepts any value)."""
     timeout_s: float = 120.0
+
+
+class JudgeConfig(RagasJudgeConfig):
+    """The judge: a registered name and where its model is served."""
+
+    name: str = "ragas-faithfulness"
+    """Registered judge name."""
 
 
 def _import_ragas() -> None:
@@ -45,7 +69,7 @@ class RagasFaithfulnessJudge:
 
     name = "ragas_faithfulness"
 
-    def __init__(self, config: JudgeConfig) -> None:
+    def __init__(self, config: RagasJudgeConfig) -> None:
         from openai import AsyncOpenAI
 
         _import_ragas()
@@ -67,3 +91,9 @@ class RagasFaithfulnessJudge:
         )
         value = float(result.value)
         return None if math.isnan(value) else value
+
+
+@JUDGES.register("ragas-faithfulness", RagasJudgeConfig)
+def _ragas(config: RagasJudgeConfig, deps: None) -> Judge:
+    """ragas Faithfulness by a model behind an OpenAI-compatible endpoint."""
+    return RagasFaithfulnessJudge(config)

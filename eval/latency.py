@@ -5,27 +5,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from eval.generate import Generator
-from eval.rows import SampleRow
+from eval.sample import ProbePart, SampleDraft
 
 
-def probe_rows(
-    rows: list[SampleRow], prompts: list[str | None], probe_ids: set[str], generator: Generator
-) -> list[tuple[int, float]]:
-    """Serial requests on the probe sample: the latency truth, free of batch queueing."""
+def probe_drafts(drafts: Sequence[SampleDraft], probe_ids: set[str], generator: Generator) -> list[tuple[int, float]]:
+    """Serial requests on the probe sample: the latency truth, free of batch queueing.
+
+    Returns (uncached prompt tokens, prefill seconds) points for the prefill fit.
+    """
     points: list[tuple[int, float]] = []
-    for i, (row, prompt) in enumerate(zip(rows, prompts, strict=True)):
-        if prompt is None or row.status != "ok" or row.question_id not in probe_ids:
+    for draft in drafts:
+        if draft.prompt is None or not draft.ok or draft.key.question_id not in probe_ids:
             continue
-        p = generator.probe(prompt)
-        build = (row.retrieve_seconds or 0.0) + (row.rerank_seconds or 0.0) + (row.compress_seconds or 0.0)
-        rows[i] = row.model_copy(
-            update={
-                "probe_ttft_s": p.ttft_s,
-                "probe_prefill_s": p.prefill_s,
-                "probe_decode_s": p.decode_s,
-                "probe_cached_tokens": p.cached_tokens,
-                "e2e_latency_s": build + p.ttft_s if p.ttft_s is not None else None,
-            }
+        p = generator.probe(draft.prompt)
+        r, c = draft.retrieval, draft.compression
+        build = (r.retrieve_seconds or 0.0) + (r.rerank_seconds or 0.0) + ((c.compress_seconds if c else 0.0) or 0.0)
+        draft.probe = ProbePart(
+            probe_ttft_s=p.ttft_s,
+            probe_prefill_s=p.prefill_s,
+            probe_decode_s=p.decode_s,
+            probe_cached_tokens=p.cached_tokens,
+            e2e_latency_s=build + p.ttft_s if p.ttft_s is not None else None,
         )
         if p.prefill_s is not None:
             points.append((p.prompt_tokens - p.cached_tokens, p.prefill_s))

@@ -47,3 +47,13 @@ class PromptLayout:
         b = self.render("B", "R")
         n = next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
         return a[:n]
+
+
+def arrange(n: int, layout: str) -> list[int]:
+    """Prompt order of n passages ranked best first: `ranked` keeps it; `edges` puts the best at both ends.
+
+    edges for 5: [0, 2, 4, 3, 1] - the two most relevant open and close the context (lost in the middle).
+    """
+    if layout == "ranked":
+        return list(range(n))
+    return list(range(0, n, 2)) + list(reversed(range(1, n, 2)))

@@ -1,11 +1,19 @@
-"""Code and package versions recorded with every run."""
+"""Where a run came from: code and package versions, and the run, setting and question rows."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import importlib.metadata
 import subprocess
+import uuid
+from collections.abc import Sequence
 from pathlib import Path
+
+from corpus.models import Question
+from eval.rows import QuestionRow, RunRow, SettingRow
+from eval.settings import Setting, SweepConfig, setting_json
+from eval.store import dumps
 
 TRACKED_PACKAGES = (
     "cribsheet",
@@ -65,3 +73,66 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def new_run_id() -> str:
+    """A sortable, unique run id: UTC start time plus a random suffix."""
+    return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+
+
+def run_row(
+    run_id: str,
+    config: SweepConfig,
+    n_questions: int,
+    n_settings: int,
+    index_version: int | None,
+    corpus_sha256: str | None,
+) -> RunRow:
+    """The `runs` row of a sweep that starts now: config, code, data and package versions."""
+    commit, dirty = git_state()
+    return RunRow(
+        run_id=run_id,
+        started_at=dt.datetime.now(dt.UTC),
+        status="running",
+        config_json=config.model_dump_json(),
+        config_hash=config.config_hash(),
+        git_commit=commit,
+        git_dirty=dirty,
+        package_versions=dumps(package_versions()),
+        questions_path=str(config.questions_path),
+        questions_sha256=file_sha256(config.questions_path),
+        index_path=str(config.index_path),
+        index_version=index_version,
+        corpus_sha256=corpus_sha256,
+        n_questions=n_questions,
+        n_settings=n_settings,
+    )
+
+
+def setting_rows(run_id: str, config: SweepConfig, settings: Sequence[Setting]) -> list[SettingRow]:
+    """One `settings` row per setting, its components' specs in `setting_json`."""
+    return [
+        SettingRow(
+            run_id=run_id,
+            setting_hash=s.config_hash(),
+            setting_name=s.name,
+            setting_json=setting_json(s, config.component_specs(s)),
+            **s.model_dump(),
+        )
+        for s in settings
+    ]
+
+
+def question_rows(run_id: str, questions: Sequence[Question]) -> list[QuestionRow]:
+    """One `questions` row per question of the run."""
+    return [
+        QuestionRow(
+            run_id=run_id,
+            question_id=q.id,
+            question=q.question,
+            answers=dumps(q.answers),
+            gold_doc_ids=dumps(q.gold_doc_ids),
+            answerable=q.answerable,
+        )
+        for q in questions
+    ]

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.embed import Embedder
 from corpus.errors import CribsheetError
 from corpus.index import indexed_text
 from corpus.models import Chunk, Hit
+from corpus.registry import NoConfig, Registry
 from eval.generate import TokenScorer
 
 
@@ -19,7 +22,22 @@ class Reranker(Protocol):
 
     name: str
 
-    def rerank(self, question: str, hits: Sequence[Hit]) -> list[Hit]: ...
+    def rerank(self, question: str, hits: Sequence[Hit]) -> list[Hit]:
+        """`hits` reordered for `question`, best first, with their new scores."""
+        ...
+
+
+@dataclass
+class RerankerDeps:
+    """The live objects a reranker factory may use."""
+
+    embedder: Embedder | None = None
+    scorer: TokenScorer | None = None
+    """The vLLM engine, for rerankers that score with the generator LM."""
+
+
+RERANKERS: Registry[Reranker, RerankerDeps] = Registry("reranker")
+"""Registered rerankers; `Setting.reranker` names one (`cross-encoder:PATH` carries its model)."""
 
 
 def _as_text(hit: Hit) -> str:
@@ -35,7 +53,7 @@ class DenseReranker:
 
     name = "dense"
 
-    def __init__(self, embedder: Embedder, **_: Any) -> None:
+    def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
         self.calls = 0
 
@@ -60,7 +78,7 @@ class CrossEncoderReranker:
 
     name = "cross-encoder"
 
-    def __init__(self, model: str, device: str | None = None, **_: Any) -> None:
+    def __init__(self, model: str, device: str | None = None) -> None:
         from sentence_transformers import CrossEncoder  # heavy: keep inside the adapter
 
         self.model = CrossEncoder(model, device=device)
@@ -84,7 +102,7 @@ class QueryLikelihoodReranker:
     name = "query-likelihood"
     instruction = "\nPlease write a question based on this passage.\nQuestion:"
 
-    def __init__(self, scorer: TokenScorer, max_passage_tokens: int = 320, **_: Any) -> None:
+    def __init__(self, scorer: TokenScorer, max_passage_tokens: int = 320) -> None:
         self.scorer = scorer
         self.max_passage_tokens = max_passage_tokens
         self.calls = 0
@@ -111,7 +129,7 @@ class RetrievalOrder:
 
     name = "none"
 
-    def __init__(self, **_: Any) -> None:
+    def __init__(self) -> None:
         self.calls = 0
 
     def rerank(self, question: str, hits: Sequence[Hit]) -> list[Hit]:
@@ -119,23 +137,52 @@ class RetrievalOrder:
         return list(hits)
 
 
-RERANKERS: dict[str, Callable[..., Reranker]] = {
-    "dense": DenseReranker,
-    "cross-encoder": CrossEncoderReranker,
-    "none": RetrievalOrder,
-    "query-likelihood": QueryLikelihoodReranker,
-}
+class CrossEncoderConfig(BaseModel):
+    """A sentence-transformers CrossEncoder."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    """Local folder or hub id (e.g. BAAI/bge-reranker-base)."""
+    device: str | None = None
 
 
-def build_reranker(name: str, **kwargs: Any) -> Reranker:
-    """Build a registered reranker by name; `cross-encoder:PATH` names a CrossEncoder folder or hub id."""
-    base, _, arg = name.partition(":")
-    if base not in RERANKERS:
-        raise CribsheetError(f"unknown reranker '{name}'; known: {', '.join(sorted(RERANKERS))}")
-    if base == "cross-encoder":
-        if not arg:
-            raise CribsheetError("reranker 'cross-encoder' needs a model: cross-encoder:PATH_OR_HUB_ID")
-        kwargs = {"model": arg, **{k: v for k, v in kwargs.items() if k == "device"}}
-    if base == "query-likelihood" and kwargs.get("scorer") is None:
+class QueryLikelihoodConfig(BaseModel):
+    """UPR through the generator LM."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_passage_tokens: int = Field(default=320, ge=1)
+
+
+@RERANKERS.register("dense", NoConfig)
+def _dense(config: NoConfig, deps: RerankerDeps) -> Reranker:
+    """Cosine of question and passage embeddings (stored vectors)."""
+    if deps.embedder is None:
+        raise CribsheetError("reranker 'dense' needs an embedder")
+    return DenseReranker(deps.embedder)
+
+
+@RERANKERS.register("cross-encoder", CrossEncoderConfig, arg="model")
+def _cross_encoder(config: CrossEncoderConfig, deps: RerankerDeps) -> Reranker:
+    """A CrossEncoder from a folder or hub id: cross-encoder:PATH."""
+    return CrossEncoderReranker(config.model, config.device)
+
+
+@RERANKERS.register("none", NoConfig)
+def _none(config: NoConfig, deps: RerankerDeps) -> Reranker:
+    """The retriever's order."""
+    return RetrievalOrder()
+
+
+@RERANKERS.register("query-likelihood", QueryLikelihoodConfig)
+def _query_likelihood(config: QueryLikelihoodConfig, deps: RerankerDeps) -> Reranker:
+    """mean log p(question | passage) under the generator LM (UPR)."""
+    if deps.scorer is None:
         raise CribsheetError("reranker 'query-likelihood' needs the vLLM engine (a generator that scores tokens)")
-    return RERANKERS[base](**kwargs)
+    return QueryLikelihoodReranker(deps.scorer, config.max_passage_tokens)
+
+
+def build_reranker(ref: str, deps: RerankerDeps) -> Reranker:
+    """Build a registered reranker by name; `cross-encoder:PATH` names a CrossEncoder folder or hub id."""
+    return RERANKERS.build(RERANKERS.spec(ref), deps)

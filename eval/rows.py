@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 
-class RunRow(BaseModel):
+class Row(BaseModel):
+    """Base of the row models: frozen, and an unknown column is an error (never silently dropped)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RunRow(Row):
     """One sweep: what ran, on which code, data and packages."""
 
     run_id: str
@@ -41,7 +47,7 @@ class RunRow(BaseModel):
     prefill_fit_points: int | None = None
 
 
-class SampleRow(BaseModel):
+class SampleRow(Row):
     """One question under one setting, with every metric, token count and latency part."""
 
     run_id: str
@@ -114,7 +120,7 @@ class SampleRow(BaseModel):
     error: str | None = None
 
 
-class SettingRow(BaseModel):
+class SettingRow(Row):
     """One setting of a run, with its fields as columns (so analysts can filter without parsing JSON)."""
 
     run_id: str
@@ -129,7 +135,7 @@ class SettingRow(BaseModel):
     layout: str
 
 
-class QuestionRow(BaseModel):
+class QuestionRow(Row):
     """One question of a run."""
 
     run_id: str
@@ -142,7 +148,7 @@ class QuestionRow(BaseModel):
     answerable: bool
 
 
-class ClaimRow(BaseModel):
+class ClaimRow(Row):
     """Evidence behind a faithfulness score: one row per claim of an answer."""
 
     run_id: str
@@ -163,7 +169,7 @@ class ClaimRow(BaseModel):
     supported: bool
 
 
-class GateDecisionRow(BaseModel):
+class GateDecisionRow(Row):
     """One release-gate decision with every number behind it."""
 
     decision_id: str

@@ -1,18 +1,26 @@
-"""Scoring a setting's answered rows: answer metrics, faithfulness with claim evidence, abstention, retrieval."""
+"""Scoring a setting's answered samples: answer metrics, faithfulness with claim evidence, abstention,
+retrieval."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from corpus.models import Hit
 from eval.faithfulness import ClaimChecker
+from eval.judge import Judge
 from eval.metrics import METRICS, abstained
-from eval.rows import ClaimRow, SampleRow
+from eval.rows import ClaimRow
+from eval.sample import AnswerScores, JudgmentPart, SampleDraft
 
 
-def score_answer(answer: str, context: str, golds: Sequence[str]) -> dict[str, float]:
-    return {name: m.fn(answer if m.on == "answer" else context, golds) for name, m in METRICS.items()}
+def score_answer(answer: str, context: str, gold_answers: str | Sequence[str]) -> AnswerScores:
+    """Every metric of `METRICS` for one answer (gold answers as a list or its stored JSON)."""
+    golds = json.loads(gold_answers) if isinstance(gold_answers, str) else list(gold_answers)
+    return AnswerScores.model_validate(
+        {name: m.fn(answer if m.on == "answer" else context, golds) for name, m in METRICS.items()}
+    )
 
 
 def retrieval_scores(ranked: Sequence[Hit], gold: Sequence[str], k: int) -> dict[str, Any]:
@@ -32,28 +40,29 @@ def retrieval_scores(ranked: Sequence[Hit], gold: Sequence[str], k: int) -> dict
     }
 
 
-def judge_rows(rows: list[SampleRow], checker: ClaimChecker, judge: Any = None) -> list[ClaimRow]:
+def judge_drafts(drafts: Sequence[SampleDraft], checker: ClaimChecker, judge: Judge | None = None) -> list[ClaimRow]:
     """Faithfulness (offline, and by the LLM judge when one is configured) and abstention of each answered
-    row; returns the claim evidence rows."""
+    sample; returns the claim evidence rows."""
     claims: list[ClaimRow] = []
-    for i, row in enumerate(rows):
-        if row.status != "ok" or row.answer is None:
+    for draft in drafts:
+        if not draft.ok or draft.generation is None:
             continue
-        result = checker.check(row.answer, row.context_text or "")
-        rows[i] = row.model_copy(
-            update={
-                "faithfulness": result.score,
-                "faithfulness_status": result.status,
-                "n_claims": len(result.claims),
-                "abstained": abstained(row.answer),
-                **(ragas_columns(judge, row) if judge is not None else {}),
-            }
+        answer = draft.generation.answer
+        context = draft.compression.context_text if draft.compression else None
+        result = checker.check(answer, context or "")
+        ragas = ragas_columns(judge, draft.key.question, answer, context or "") if judge is not None else {}
+        draft.judgment = JudgmentPart(
+            faithfulness=result.score,
+            faithfulness_status=result.status,
+            n_claims=len(result.claims),
+            abstained=abstained(answer),
+            **ragas,
         )
         claims += [
             ClaimRow(
-                run_id=row.run_id,
-                setting_hash=row.setting_hash,
-                question_id=row.question_id,
+                run_id=draft.key.run_id,
+                setting_hash=draft.key.setting_hash,
+                question_id=draft.key.question_id,
                 claim_idx=j,
                 **v.model_dump(),
             )
@@ -62,11 +71,12 @@ def judge_rows(rows: list[SampleRow], checker: ClaimChecker, judge: Any = None) 
     return claims
 
 
-def ragas_columns(judge: Any, row: SampleRow) -> dict[str, Any]:
-    if abstained(row.answer or ""):
+def ragas_columns(judge: Judge, question: str, answer: str, context: str) -> dict[str, Any]:
+    """The judge's score and status; a judge outage costs the column, not the sweep."""
+    if abstained(answer):
         return {"ragas_faithfulness": None, "ragas_status": "no_statements"}
     try:
-        score = judge.score(row.question, row.answer or "", [row.context_text or ""])
-    except Exception as exc:  # a judge outage costs the column, not the sweep
+        score = judge.score(question, answer, [context])
+    except Exception as exc:
         return {"ragas_faithfulness": None, "ragas_status": f"error: {type(exc).__name__}: {exc}"[:500]}
     return {"ragas_faithfulness": score, "ragas_status": "ok" if score is not None else "no_statements"}

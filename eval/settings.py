@@ -1,4 +1,8 @@
-"""Frozen settings and the grid that expands into them."""
+"""Frozen settings, the grid that expands into them, and the sweep's configuration.
+
+Component names are checked against the registries when a config is built, so a misspelled compressor or
+reranker is reported before any model loads.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,26 @@ import hashlib
 import itertools
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from eval.judge import JudgeConfig
+from corpus.embed import EMBEDDERS
+from corpus.errors import CribsheetError
+from corpus.registry import ComponentSpec, Registry
+from corpus.retrieve import RetrievalMode
+from eval.compress import COMPRESSORS
+from eval.generate import GENERATORS, GeneratorConfig
+from eval.judge import JUDGES, JudgeConfig
+from eval.rerank import RERANKERS
 
-RetrievalMode = Literal["hybrid", "vector", "fts"]
+
+def _known(registry: Registry[Any, Any], ref: str, defaults: dict[str, Any] | None = None) -> ComponentSpec:
+    """The spec of `ref`, as a ValueError (so pydantic reports it with the field's location)."""
+    try:
+        return registry.spec(ref, defaults)
+    except CribsheetError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def stable_hash(model: BaseModel, length: int = 16) -> str:
@@ -33,11 +50,24 @@ class Setting(BaseModel):
     layout: Literal["ranked", "edges"] = "ranked"
     """Passage order in the prompt: best first, or best at both edges (small models lose the middle)."""
     reranker: str = "dense"
-    """Registered reranker name."""
+    """Registered reranker: dense, none, query-likelihood, cross-encoder:PATH."""
     compressor: str = "none"
-    """Registered compressor name: none, llmlingua (query-agnostic), longllmlingua (query-aware)."""
+    """Registered compressor: none, llmlingua, engine-lingua (query-agnostic), longllmlingua, extractive
+    (query-aware)."""
     target_ratio: float = Field(default=1.0, ge=1.0)
     """Requested compression ratio tokens_in / tokens_out (1.0 = no compression)."""
+
+    @field_validator("reranker")
+    @classmethod
+    def _registered_reranker(cls, value: str) -> str:
+        _known(RERANKERS, value)
+        return value
+
+    @field_validator("compressor")
+    @classmethod
+    def _registered_compressor(cls, value: str) -> str:
+        _known(COMPRESSORS, value)
+        return value
 
     @model_validator(mode="after")
     def _ratio_matches_compressor(self) -> Setting:
@@ -65,11 +95,19 @@ class CompressionSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     compressor: str = "none"
+    """Registered compressor name."""
     target_ratio: float = 1.0
+    """Requested tokens_in / tokens_out."""
+
+    @field_validator("compressor")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        _known(COMPRESSORS, value)
+        return value
 
 
 class GridConfig(BaseModel):
-    """Cross product of compressions × top-k × rerankers."""
+    """Cross product of compressions × top-k × retrieval modes × rerankers × layouts."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -80,12 +118,24 @@ class GridConfig(BaseModel):
             CompressionSpec(compressor="longllmlingua", target_ratio=4.0),
         ]
     )
+    """Compressors at their ratios."""
     top_ks: list[int] = Field(default_factory=lambda: [3, 8])
+    """Chunks kept after reranking."""
     rerankers: list[str] = Field(default_factory=lambda: ["dense"])
+    """Registered reranker names (`cross-encoder:PATH` carries its model)."""
     retrievals: list[RetrievalMode] = Field(default_factory=lambda: list[RetrievalMode](["hybrid"]))
+    """Candidate retrieval modes."""
     layouts: list[Literal["ranked", "edges"]] = Field(
         default_factory=lambda: list[Literal["ranked", "edges"]](["ranked"])
     )
+    """Passage orders in the prompt."""
+
+    @field_validator("rerankers")
+    @classmethod
+    def _registered_rerankers(cls, value: list[str]) -> list[str]:
+        for ref in value:
+            _known(RERANKERS, ref)
+        return value
 
     def expand(self) -> list[Setting]:
         """Every setting of the grid, in a stable order."""
@@ -95,27 +145,6 @@ class GridConfig(BaseModel):
                 self.compressions, self.top_ks, self.retrievals, self.rerankers, self.layouts
             )
         ]
-
-
-class GeneratorConfig(BaseModel):
-    """The vLLM engine and sampling; any field can point at a GPU model without code changes."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    model: str | None = None
-    """Hugging Face folder or hub id; None = the bundled SmolLM2-135M-Instruct (converted once)."""
-    dtype: str = "bfloat16"
-    max_model_len: int = 4096
-    block_size: int | None = 32
-    """KV block size; the prefix cache hits whole blocks only (CPU needs a multiple of 32)."""
-    enforce_eager: bool = True
-    """Skip graph compilation (CPU: ~26 s load vs ~100 s, prefill within ~10%)."""
-    gpu_memory_utilization: float = 0.5
-    kv_cache_gib: int = 4
-    """CPU KV cache size (VLLM_CPU_KVCACHE_SPACE) when not set in the environment."""
-    max_tokens: int = 48
-    temperature: float = 0.0
-    seed: int = 0
 
 
 class CompressorConfig(BaseModel):
@@ -146,9 +175,13 @@ class SweepConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     index_path: Path
+    """LanceDB folder built by `cribsheet index`."""
     questions_path: Path
+    """JSONL question file."""
     store_path: Path
+    """DuckDB results file (created or appended)."""
     embedder: str = "minilm-l6-v2"
+    """Registered embedder: must be the one the index was built with (the retriever checks)."""
     index_version: int | None = None
     """LanceDB table version to read (None = the latest when the sweep starts; recorded either way)."""
     retrieve_n: int = Field(default=20, ge=1)
@@ -163,6 +196,33 @@ class SweepConfig(BaseModel):
     probe_questions: int = Field(default=8, ge=0)
     """Questions (lowest sha256 of id) also run alone per setting for the latency truth."""
 
+    @field_validator("embedder")
+    @classmethod
+    def _registered_embedder(cls, value: str) -> str:
+        _known(EMBEDDERS, value)
+        return value
+
+    @model_validator(mode="after")
+    def _registered_backends(self) -> SweepConfig:
+        _known(GENERATORS, self.generator.name, self.generator.model_dump())
+        if self.judge is not None:
+            _known(JUDGES, self.judge.name, self.judge.model_dump())
+        for spec in self.grid.compressions:
+            _known(COMPRESSORS, spec.compressor, self.compressor.model_dump())
+        return self
+
+    def component_specs(self, setting: Setting) -> dict[str, ComponentSpec]:
+        """Every component of `setting` by role (name + config): what `setting_json` stores to rebuild it."""
+        specs = {
+            "embedder": EMBEDDERS.spec(self.embedder),
+            "reranker": RERANKERS.spec(setting.reranker),
+            "compressor": COMPRESSORS.spec(setting.compressor, self.compressor.model_dump()),
+            "generator": GENERATORS.spec(self.generator.name, self.generator.model_dump()),
+        }
+        if self.judge is not None:
+            specs["judge"] = JUDGES.spec(self.judge.name, self.judge.model_dump())
+        return specs
+
     def config_hash(self) -> str:
         """Hash of everything except where files live."""
         return stable_hash(
@@ -171,3 +231,16 @@ class SweepConfig(BaseModel):
                 | {"index_path": Path("."), "questions_path": Path(self.questions_path.name), "store_path": Path(".")}
             )
         )
+
+
+def setting_json(setting: Setting, components: dict[str, ComponentSpec]) -> str:
+    """What `setting_json` stores: the setting's fields, plus `components` (role -> name and config)."""
+    payload = setting.model_dump(mode="json") | {"components": {k: v.model_dump() for k, v in components.items()}}
+    return json.dumps(payload, sort_keys=True)
+
+
+def parse_setting_json(text: str) -> tuple[Setting, dict[str, ComponentSpec]]:
+    """A stored `setting_json` back into its setting and component specs (older rows have no components)."""
+    raw = json.loads(text)
+    components = {k: ComponentSpec.model_validate(v) for k, v in raw.pop("components", {}).items()}
+    return Setting.model_validate(raw), components

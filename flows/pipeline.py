@@ -1,23 +1,38 @@
-"""Prefect flows: each only sequences tasks that wrap plain library functions."""
+"""Prefect flows: each only sequences tasks that wrap plain library functions.
+
+Every flow takes its typed config directly or a `config_file` (YAML of the same model), so a deployment
+in `prefect.yaml` and `cribsheet <command> --config FILE` are driven by the same file.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from prefect import flow, task
+from pydantic import BaseModel
 
 from corpus.bundled import CORPUS_FILE, DEMO_FILE, build_bundled
-from corpus.chunk import ChunkerConfig, SentenceChunker
+from corpus.chunk import SentenceChunker
 from corpus.embed import build_embedder
-from corpus.index import IndexOptions, IndexReport, sync_index
+from corpus.errors import CribsheetError
+from corpus.index import IndexConfig, IndexReport, sync_index
 from corpus.sources import SkipLog, SourceConfig, iter_documents
-from eval.gate import GateDecision, GatePolicy, run_gate
+from eval.gate import GateDecision, GateRequest, run_gate
 from eval.runtime import quiet_offline_env
 from eval.settings import SweepConfig
-from eval.store import DuckDBStore
 from eval.sweep import SweepResult, run_sweep
+from flows.config import load_config
 from flows.progress import report
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _config(model: type[M], config: M | None, config_file: Path | None) -> M:
+    """The flow's config: given directly, or read from `config_file` (exactly one of them)."""
+    if (config is None) == (config_file is None):
+        raise CribsheetError(f"give either a {model.__name__} or a config file, not {'both' if config else 'neither'}")
+    return config if config is not None else load_config(model, config_file)
 
 
 @task(name="build-bundled-dataset")
@@ -27,19 +42,17 @@ def build_dataset_task(out_dir: Path) -> dict[str, Any]:
 
 
 @task(name="index-corpus")
-def index_task(
-    source: SourceConfig, index_path: Path, embedder: str, chunker: ChunkerConfig, options: IndexOptions
-) -> IndexReport:
+def index_task(config: IndexConfig) -> IndexReport:
     """Stream, chunk, embed and sync the LanceDB index (only new or changed documents are embedded)."""
     quiet_offline_env()  # a scheduled run through a worker never went through the CLI
-    emb = build_embedder(embedder)
+    emb = build_embedder(config.embedder)
     skips = SkipLog()
     return sync_index(
-        iter_documents(source, skips),
-        SentenceChunker(chunker, emb.count_tokens),
+        iter_documents(config.source, skips),
+        SentenceChunker(config.chunker, emb.count_tokens),
         emb,
-        index_path,
-        options,
+        config.index_path,
+        config.options,
         progress=lambda done, total: report("index (documents)", done, total),
         skipped=skips.items,
     )
@@ -52,63 +65,28 @@ def sweep_task(config: SweepConfig) -> SweepResult:
     return run_sweep(config, progress=report)
 
 
+@task(name="gate")
+def gate_task(request: GateRequest) -> GateDecision:
+    """Decide whether the candidate may ship; the decision row is written to the store."""
+    return run_gate(request)
+
+
 @flow(name="cribsheet-index", log_prints=True)
-def index_flow(
-    corpus_path: Path,
-    index_path: Path,
-    embedder: str = "minilm-l6-v2",
-    chunker: ChunkerConfig | None = None,
-    options: IndexOptions | None = None,
-    source: SourceConfig | None = None,
-) -> IndexReport:
-    """Index a corpus (folder, JSONL or Parquet) into LanceDB; `source` overrides field names and limits."""
-    src = source or SourceConfig(path=corpus_path)
-    return index_task(src, index_path, embedder, chunker or ChunkerConfig(), options or IndexOptions())
+def index_flow(config: IndexConfig | None = None, config_file: Path | None = None) -> IndexReport:
+    """Index a corpus (folder, JSONL or Parquet) into LanceDB."""
+    return index_task(_config(IndexConfig, config, config_file))
 
 
 @flow(name="cribsheet-sweep", log_prints=True)
-def sweep_flow(config: SweepConfig) -> SweepResult:
+def sweep_flow(config: SweepConfig | None = None, config_file: Path | None = None) -> SweepResult:
     """Sweep the grid of settings and store results in DuckDB."""
-    return sweep_task(config)
-
-
-@task(name="gate")
-def gate_task(
-    store_path: Path,
-    baseline: str,
-    candidate: str,
-    policy_path: Path,
-    run: str | None,
-    baseline_run: str | None,
-    candidate_run: str | None,
-    report_path: Path | None,
-) -> GateDecision:
-    """Decide whether the candidate may ship; the decision row is written to the store."""
-    return run_gate(
-        DuckDBStore(store_path),
-        baseline,
-        candidate,
-        GatePolicy.load(policy_path),
-        run=run,
-        baseline_run=baseline_run,
-        candidate_run=candidate_run,
-        report_path=report_path,
-    )
+    return sweep_task(_config(SweepConfig, config, config_file))
 
 
 @flow(name="cribsheet-gate", log_prints=True)
-def gate_flow(
-    store_path: Path,
-    baseline: str,
-    candidate: str,
-    policy_path: Path = Path("policies/gate.yaml"),
-    run: str | None = None,
-    baseline_run: str | None = None,
-    candidate_run: str | None = None,
-    report_path: Path | None = None,
-) -> GateDecision:
+def gate_flow(request: GateRequest | None = None, config_file: Path | None = None) -> GateDecision:
     """The release gate for one candidate setting against a baseline."""
-    return gate_task(store_path, baseline, candidate, policy_path, run, baseline_run, candidate_run, report_path)
+    return gate_task(_config(GateRequest, request, config_file))
 
 
 @flow(name="cribsheet-demo", log_prints=True)
@@ -116,9 +94,7 @@ def demo_flow(workdir: Path, datasets_dir: Path, limit: int | None = None) -> Sw
     """Bundled dataset -> whole-corpus index -> demo sweep."""
     build_dataset_task(datasets_dir)
     index_path = workdir / "index.lancedb"
-    index_task(
-        SourceConfig(path=datasets_dir / CORPUS_FILE), index_path, "minilm-l6-v2", ChunkerConfig(), IndexOptions()
-    )
+    index_task(IndexConfig(source=SourceConfig(path=datasets_dir / CORPUS_FILE), index_path=index_path))
     config = SweepConfig(
         index_path=index_path,
         questions_path=datasets_dir / DEMO_FILE,

@@ -1,28 +1,63 @@
 """Progress reporting for flows: the CLI installs a reporter; flows look it up at run time.
 
-Callbacks cannot be flow parameters (Prefect serialises parameters), so they travel through here.
+Callbacks cannot be flow parameters (Prefect serialises parameters), so they travel through here. Without
+an installed reporter (a deployment run by a worker, a CI log), every stage logs one line when it
+completes, with its count and seconds, through Prefect's run logger inside a flow.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 
 Reporter = Callable[[str, int, int], None]
 
 
-def _silent(stage: str, done: int, total: int) -> None:
-    return None
+def _log(message: str) -> None:
+    """One line to Prefect's run logger inside a flow or task run, else to the `cribsheet` logger."""
+    try:
+        from prefect.exceptions import MissingContextError
+        from prefect.logging import get_run_logger
+
+        try:
+            get_run_logger().info(message)
+            return
+        except MissingContextError:
+            pass
+    except ImportError:  # pragma: no cover - prefect is a core dependency
+        pass
+    logging.getLogger("cribsheet").info(message)
+
+
+class LineReporter:
+    """Logs one line per stage when it completes: `retrieve: 87/87 in 3.2 s`."""
+
+    def __init__(self, emit: Callable[[str], None] = _log) -> None:
+        self.emit = emit
+        self._started: dict[str, float] = {}
+        self._done: set[str] = set()
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        """Record a tick; emit the stage's line when `done` reaches `total`."""
+        now = time.perf_counter()
+        start = self._started.setdefault(stage, now)
+        if done >= total and stage not in self._done:
+            self._done.add(stage)
+            self.emit(f"{stage}: {done}/{total} in {now - start:.1f} s")
 
 
 class _Holder:
-    reporter: Reporter = _silent
+    reporter: Reporter | None = None
+    fallback: Reporter = LineReporter()
 
 
 def set_reporter(reporter: Reporter | None) -> None:
-    """Install the reporter used by every flow in this process (None = silent)."""
-    _Holder.reporter = reporter or _silent
+    """Install the reporter used by every flow in this process (None: one log line per stage)."""
+    _Holder.reporter = reporter
+    _Holder.fallback = LineReporter()
 
 
 def report(stage: str, done: int, total: int) -> None:
     """Forward one progress tick to the installed reporter."""
-    _Holder.reporter(stage, done, total)
+    (_Holder.reporter or _Holder.fallback)(stage, done, total)

@@ -1,13 +1,18 @@
-"""Fake backends implementing the real Protocols, for fast unit tests."""
+"""Fake backends implementing the real Protocols, registered by name like the real ones (for fast tests)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 
-from eval.compress import CachedAgnosticCompressor, CompressionResult
-from eval.compress_cache import CompressionCache
-from eval.generate import Generation, Probe, WarmReport
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from corpus.embed import EMBEDDERS, Embedder
+from eval.compress import COMPRESSORS, CachedAgnosticCompressor, CompressionResult, Compressor, CompressorDeps
+from eval.compress.cache import CompressionCache
+from eval.generate import GENERATORS, Generation, Generator, GeneratorDeps, Probe, WarmReport
 
 
 def count_words(text: str) -> int:
@@ -17,7 +22,9 @@ def count_words(text: str) -> int:
 class WordTokenizer:
     """Enough of a tokenizer for PromptLayout: a plain chat template."""
 
-    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):  # noqa: ANN001
+    def apply_chat_template(
+        self, messages: list[dict[str, str]], tokenize: bool = False, add_generation_prompt: bool = True
+    ) -> str:
         return "".join(f"<{m['role']}>{m['content']}</{m['role']}>" for m in messages) + "<assistant>"
 
 
@@ -33,6 +40,7 @@ class ExtractingGenerator:
         self.prefix = ""
         self.resets = 0
         self.probes: list[str] = []
+        self.closed = False
 
     def count_tokens(self, text: str) -> int:
         return count_words(text)
@@ -43,7 +51,12 @@ class ExtractingGenerator:
         return WarmReport(prefix_tokens=n, cached_tokens=n, cold_ttft_s=0.2, warm_ttft_s=0.02)
 
     def reset_cache(self) -> None:
+        # A reset forgets the prefix too: a sweep that forgot to warm again gets no cached tokens.
         self.resets += 1
+        self.prefix = ""
+
+    def close(self) -> None:
+        self.closed = True
 
     def probe(self, prompt: str) -> Probe:
         self.probes.append(prompt)
@@ -95,3 +108,70 @@ class HalvingCompressor(CachedAgnosticCompressor):
     def _compress_many(self, passages: list[str], ratio: float) -> list[str]:
         self.compressed.extend(passages)
         return [" ".join(p.split()[::2]) for p in passages]
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words vectors from sha256: a real backend for tests, no model needed."""
+
+    def __init__(self, dim: int = 64) -> None:
+        self.name = f"hash-{dim}"
+        self.dim = dim
+
+    def _one(self, text: str) -> np.ndarray:
+        vec = np.zeros(self.dim, dtype=np.float32)
+        for word in text.lower().split():
+            h = int.from_bytes(hashlib.sha256(word.strip(".,;:!?\"'()").encode()).digest()[:8], "little")
+            vec[h % self.dim] += 1.0 if (h >> 32) & 1 else -1.0
+        norm = float(np.linalg.norm(vec))
+        return vec / norm if norm else vec
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self._one(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._one(text)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(t.split()) for t in texts]
+
+
+class HashEmbedderConfig(BaseModel):
+    """Dimension of the hash embedder."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dim: int = Field(default=64, ge=2)
+
+
+class FakeGeneratorConfig(BaseModel):
+    """Options of the fake generator."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    fail: bool = False
+
+
+class HalvingConfig(BaseModel):
+    """Options of the halving compressor."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    fail_on: str | None = None
+
+
+@EMBEDDERS.register("hash", HashEmbedderConfig)
+def _hash(config: HashEmbedderConfig, deps: None) -> Embedder:
+    """sha256 bag of words (tests only)."""
+    return HashEmbedder(config.dim)
+
+
+@GENERATORS.register("fake", FakeGeneratorConfig)
+def _fake_generator(config: FakeGeneratorConfig, deps: GeneratorDeps) -> Generator:
+    """Answers with the first passage's first clause (tests only)."""
+    return ExtractingGenerator(fail=config.fail)
+
+
+@COMPRESSORS.register("halving", HalvingConfig)
+def _halving(config: HalvingConfig, deps: CompressorDeps) -> Compressor:
+    """Keeps every other word (tests only)."""
+    return HalvingCompressor(fail_on=config.fail_on, cache=deps.cache)

@@ -84,7 +84,7 @@ def test_fresh_machine_without_cache_folder(tmp_path: Path) -> None:
 
 
 def test_seconds_are_printed_for_people() -> None:
-    from flows.cli import _seconds
+    from flows.terminal import seconds as _seconds
 
     assert _seconds(0.21444082260131836) == "0.214 s"
     assert _seconds(None) == "n/a"

@@ -22,3 +22,19 @@ def test_every_deployment_resolves_and_validates_its_parameters() -> None:
         assert set(dep["parameters"]) <= set(validated)
         if dep["name"] != "gate":  # the gate runs on demand
             assert dep["schedules"][0]["cron"].count(" ") == 4
+
+
+def test_every_deployment_config_file_loads_into_its_flow_model() -> None:
+    """The files the deployments name are the ones `cribsheet <command> --config` reads: both must validate."""
+    from corpus.index import IndexConfig
+    from eval.gate import GateRequest
+    from eval.settings import SweepConfig
+    from flows.config import load_config
+
+    models = {"index-nightly": IndexConfig, "sweep-nightly": SweepConfig, "gate": GateRequest}
+    spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    for dep in spec["deployments"]:
+        config = load_config(models[dep["name"]], ROOT / dep["parameters"]["config_file"])
+        assert type(config) is models[dep["name"]]
+    sweep = load_config(SweepConfig, ROOT / "configs/nightly-sweep.yaml")
+    assert len(sweep.grid.expand()) == 6 and sweep.generator.name == "vllm"

@@ -9,6 +9,8 @@ import duckdb
 import pytest
 
 from corpus.bundled import CORPUS_FILE, DEMO_FILE, build_bundled
+from corpus.index import IndexConfig
+from corpus.sources import SourceConfig
 from eval.settings import SweepConfig
 from flows.pipeline import index_flow, sweep_flow
 
@@ -32,7 +34,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     (work / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in keep))
     (work / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in picked))
 
-    index_flow(work / "corpus.jsonl", work / "index.lancedb")
+    index_flow(IndexConfig(source=SourceConfig(path=work / "corpus.jsonl"), index_path=work / "index.lancedb"))
     config = SweepConfig(
         index_path=work / "index.lancedb", questions_path=work / "questions.jsonl", store_path=work / "results.duckdb"
     )
@@ -62,6 +64,12 @@ def test_metrics_in_unit_interval_and_latency_present(stored: tuple[Path, str]) 
         FROM samples""").fetchone()
     assert row[0] >= 0.0 and row[1] <= 1.0
     assert row[2] == 0 and row[3] == 0
+    # The uncompressed top-8 crib sheet holds the answer for most answerable questions: the real generator
+    # must get some of them (a broken prompt or generator scores 0 everywhere).
+    right = con.execute(
+        "SELECT sum(answer_contains) FROM samples WHERE compressor = 'none' AND top_k = 8 AND answerable"
+    ).fetchone()[0]
+    assert right >= 1
 
 
 def test_warmed_prefix_is_served_from_cache(stored: tuple[Path, str]) -> None:
@@ -93,9 +101,15 @@ def test_run_is_traceable(stored: tuple[Path, str]) -> None:
     assert {"torch", "transformers", "llmlingua", "lancedb", "duckdb", "prefect"} <= set(json.loads(versions))
     assert len(config_hash) == 16 and len(corpus_sha) == 64
     hashes = con.execute("SELECT DISTINCT setting_hash, setting_json FROM samples").fetchall()
-    from eval.settings import Setting
+    from eval.settings import parse_setting_json
 
-    assert all(Setting.model_validate_json(j).config_hash() == h for h, j in hashes)
+    for h, stored in hashes:
+        setting, components = parse_setting_json(stored)
+        assert setting.config_hash() == h
+        # Each component's spec (name + config) is stored, so a row can rebuild what produced it.
+        assert set(components) == {"embedder", "reranker", "compressor", "generator"}
+        assert components["compressor"].name == setting.compressor
+        assert components["generator"].config["block_size"] == 32
 
 
 def _doc_queries() -> list[str]:

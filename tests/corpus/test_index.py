@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from corpus.chunk import SentenceChunker
-from corpus.embed import HashEmbedder
 from corpus.errors import CribsheetError
 from corpus.index import REPORT_FILE, IndexOptions, open_table, read_spec, sync_index
-from corpus.load import load_documents
 from corpus.models import Document
 from corpus.retrieve import LanceRetriever
 from tests.conftest import TINY_DOCS
+from tests.fakes import HashEmbedder
+from tests.helpers import load_documents
 
 
 class CountingEmbedder(HashEmbedder):
@@ -174,7 +174,7 @@ from pathlib import Path
 if sys.argv[2] == "quiet":
     from eval.runtime import quiet_offline_env
     quiet_offline_env()
-from corpus.embed import HashEmbedder
+from tests.fakes import HashEmbedder
 from corpus.retrieve import LanceRetriever
 print(LanceRetriever(Path(sys.argv[1]), HashEmbedder()).retrieve("second-highest mountain", 2, "hybrid")[0].doc_id)
 """

@@ -3,8 +3,9 @@ from pathlib import Path
 import pytest
 
 from corpus.errors import InputFileError
-from corpus.load import load_documents, read_jsonl
+from corpus.load import read_jsonl
 from corpus.models import Question
+from tests.helpers import load_documents
 
 
 def test_loads_valid_corpus(tiny_corpus: Path) -> None:

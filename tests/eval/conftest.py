@@ -7,15 +7,14 @@ from pathlib import Path
 import pytest
 
 from corpus.chunk import SentenceChunker
-from corpus.embed import HashEmbedder
 from corpus.index import sync_index
-from corpus.load import load_documents
 from corpus.retrieve import LanceRetriever
+from eval.components import Components
 from eval.compress import NoCompressor
 from eval.rerank import DenseReranker
 from eval.settings import CompressionSpec, GridConfig, SweepConfig
-from eval.sweep import Components
-from tests.fakes import ExtractingGenerator, HalvingCompressor, count_words
+from tests.fakes import ExtractingGenerator, HalvingCompressor, HashEmbedder, count_words
+from tests.helpers import load_documents
 
 
 @pytest.fixture

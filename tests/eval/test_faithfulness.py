@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from corpus.embed import HashEmbedder
 from eval.faithfulness import ClaimChecker, split_claims
+from tests.fakes import HashEmbedder
 
 CONTEXT = (
     "[1] K2: K2 is the second-highest mountain on Earth, at 8,611 metres above sea level. "

@@ -15,7 +15,9 @@ from eval.gate import (
     FAIL,
     PASS,
     UNDECIDED,
+    GateDecision,
     GatePolicy,
+    GateRequest,
     LatencyRule,
     MetricRule,
     decision_rows,
@@ -112,6 +114,12 @@ POLICY = GatePolicy(
 )
 
 
+def gate(store: DuckDBStore, baseline: str, candidate: str, policy: GatePolicy, **request: object) -> GateDecision:
+    """The gate over `store` with an inline policy (the request names the store's file, like the CLI)."""
+    req = GateRequest(store_path=store.path, baseline=baseline, candidate=candidate, **request)  # type: ignore[arg-type]
+    return run_gate(req, policy=policy, store=store)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> DuckDBStore:
     return DuckDBStore(tmp_path / "r.duckdb")
@@ -120,7 +128,7 @@ def store(tmp_path: Path) -> DuckDBStore:
 def test_identical_candidate_passes_and_decision_is_stored(store: DuckDBStore, tmp_path: Path) -> None:
     base = baseline_values()
     fill(store, "r1", {"base": base, "cand": dict(base)})
-    d = run_gate(store, "base", "cand", POLICY, run="r1", report_path=tmp_path / "gate.md")
+    d = gate(store, "base", "cand", POLICY, run="r1", report_path=tmp_path / "gate.md")
     assert (d.decision, d.exit_code) == ("pass", PASS)
     assert d.metrics[0].ci_low == d.metrics[0].ci_high == 0.0
     row = store.query("SELECT * FROM gate_decisions")[0]
@@ -136,7 +144,7 @@ def test_corrupted_answers_fail_naming_the_metric(store: DuckDBStore) -> None:
     for i in right[: len(right) // 3]:  # a third of the correct answers become wrong
         corrupted[i] = 0.0
     fill(store, "r1", {"base": base, "cand": base | {"answer_contains": corrupted}})
-    d = run_gate(store, "base", "cand", POLICY, run="r1")
+    d = gate(store, "base", "cand", POLICY, run="r1")
     assert (d.decision, d.exit_code) == ("fail", FAIL)
     assert any(r.startswith("answer_contains: fail") for r in d.reasons)
     assert d.metrics[0].ci_high < -0.02
@@ -147,9 +155,9 @@ def test_faster_candidate_with_equal_quality_passes(store: DuckDBStore) -> None:
     fast = base | {"ttft_s": [t / 3 for t in base["ttft_s"]]}
     fill(store, "r1", {"base": base, "fast": fast})
     policy = POLICY.model_copy(update={"latency": LatencyRule(metric="ttft_s", min_speedup=2.0)})
-    d = run_gate(store, "base", "fast", policy, run="r1")
+    d = gate(store, "base", "fast", policy, run="r1")
     assert d.exit_code == PASS and d.latency is not None and d.latency.ci_low > 2.0
-    slow = run_gate(store, "fast", "base", policy, run="r1")
+    slow = gate(store, "fast", "base", policy, run="r1")
     assert slow.exit_code == FAIL and any(r.startswith("ttft_s") for r in slow.reasons)
 
 
@@ -157,20 +165,20 @@ def test_mismatched_question_sets_cannot_be_decided(store: DuckDBStore) -> None:
     base = baseline_values()
     fill(store, "r1", {"base": base})
     fill(store, "r2", {"cand": base}, questions=[f"x{i}" for i in range(N)])
-    d = run_gate(store, "base", "cand", POLICY, baseline_run="r1", candidate_run="r2")
+    d = gate(store, "base", "cand", POLICY, baseline_run="r1", candidate_run="r2")
     assert d.exit_code == UNDECIDED and "question sets differ" in d.reasons[0]
     fill(store, "r3", {"cand3": base}, questions_sha="other")
-    d = run_gate(store, "base", "cand3", POLICY, baseline_run="r1", candidate_run="r3")
+    d = gate(store, "base", "cand3", POLICY, baseline_run="r1", candidate_run="r3")
     assert d.exit_code == UNDECIDED and "questions_sha256" in d.reasons[0]
 
 
 def test_too_few_questions_and_unknown_settings(store: DuckDBStore) -> None:
     base = baseline_values()
     fill(store, "r1", {"base": base, "cand": dict(base)})
-    d = run_gate(store, "base", "cand", POLICY.model_copy(update={"min_questions": 500}), run="r1")
+    d = gate(store, "base", "cand", POLICY.model_copy(update={"min_questions": 500}), run="r1")
     assert d.exit_code == UNDECIDED and "needs at least 500" in d.reasons[0]
     with pytest.raises(CribsheetError, match="setting 'nope' not found in run r1; known: base, cand"):
-        run_gate(store, "base", "nope", POLICY, run="r1")
+        gate(store, "base", "nope", POLICY, run="r1")
 
 
 def test_bundled_policy_file_loads_and_bad_ones_are_named(tmp_path: Path) -> None:
@@ -191,8 +199,8 @@ def test_decision_is_reproducible(store: DuckDBStore) -> None:
     for i in range(0, N, 9):
         noisy[i] = 1.0 - noisy[i]
     fill(store, "r1", {"base": base, "cand": base | {"answer_contains": noisy}})
-    a = run_gate(store, "base", "cand", POLICY, run="r1")
-    b = run_gate(store, "base", "cand", POLICY, run="r1")
+    a = gate(store, "base", "cand", POLICY, run="r1")
+    b = gate(store, "base", "cand", POLICY, run="r1")
     assert (a.metrics[0].ci_low, a.metrics[0].ci_high) == (b.metrics[0].ci_low, b.metrics[0].ci_high)
     report = markdown_report(a)
     rows = decision_rows(a)

@@ -8,15 +8,15 @@ import duckdb
 import numpy as np
 import pytest
 
-from corpus.embed import HashEmbedder, bundled_minilm_path
+from corpus.embed import bundled_minilm_path
 from corpus.models import Hit
 from eval.compress import EngineLinguaCompressor, ExtractiveCompressor
-from eval.compress_cache import LanceCompressionCache, MemoryCache, cache_key
+from eval.compress.cache import LanceCompressionCache, MemoryCache, cache_key
 from eval.latency import fit_prefill
-from eval.prompt import PromptLayout
-from eval.rerank import CrossEncoderReranker, QueryLikelihoodReranker, build_reranker
-from eval.sweep import arrange, run_sweep
-from tests.fakes import HalvingCompressor, WordTokenizer, count_words
+from eval.prompt import PromptLayout, arrange
+from eval.rerank import CrossEncoderReranker, QueryLikelihoodReranker, RerankerDeps, build_reranker
+from eval.sweep import run_sweep
+from tests.fakes import HalvingCompressor, HashEmbedder, WordTokenizer, count_words
 
 
 def hit(doc: str, text: str) -> Hit:
@@ -55,7 +55,7 @@ def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_cross_encoder_reranks_by_the_real_model(tiny_cross_encoder: str) -> None:
     from sentence_transformers import CrossEncoder
 
-    reranker = build_reranker(f"cross-encoder:{tiny_cross_encoder}")
+    reranker = build_reranker(f"cross-encoder:{tiny_cross_encoder}", RerankerDeps())
     assert isinstance(reranker, CrossEncoderReranker)
     out = reranker.rerank("Where did the Beatles form?", HITS)
     expected = CrossEncoder(tiny_cross_encoder).predict(
@@ -79,9 +79,9 @@ def test_dense_rerank_reuses_the_index_vectors(tmp_path: Path, tiny_corpus: Path
     """Hits read from the index carry their stored vectors: reranking embeds the question only, same order."""
     from corpus.chunk import SentenceChunker
     from corpus.index import sync_index
-    from corpus.load import load_documents
     from corpus.retrieve import LanceRetriever
     from eval.rerank import DenseReranker
+    from tests.helpers import load_documents
 
     sync_index(load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), tmp_path / "i.lancedb")
     hits = LanceRetriever(tmp_path / "i.lancedb", HashEmbedder()).retrieve("capital of France", 4, "hybrid")
@@ -117,7 +117,7 @@ def test_query_likelihood_scores_question_given_passage_in_one_batch() -> None:
     assert out[0].doc_id == "Liverpool"
     assert scorer.batches == [3]
     with pytest.raises(Exception, match="needs the vLLM engine"):
-        build_reranker("query-likelihood")
+        build_reranker("query-likelihood", RerankerDeps())
 
 
 def test_extractive_compressor_keeps_question_sentences_within_budget() -> None:
@@ -240,7 +240,7 @@ def test_compressor_dtype_resolution() -> None:
     import torch
 
     from corpus.embed import cpu_computes_bf16
-    from eval.compress import compressor_dtype
+    from eval.compress.lingua import compressor_dtype
 
     assert compressor_dtype("auto", "cpu") is (torch.bfloat16 if cpu_computes_bf16() else torch.float32)
     assert compressor_dtype("auto", "cuda:0") == "auto"  # the model's own dtype on a GPU, as llmlingua does

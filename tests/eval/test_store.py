@@ -193,14 +193,15 @@ def test_killed_sweep_leaves_only_complete_settings(tmp_path: Path, tiny_corpus:
         sys.path.insert(0, {str(ROOT)!r})
         from pathlib import Path
         from corpus.chunk import SentenceChunker
-        from corpus.embed import HashEmbedder
+        from tests.fakes import HashEmbedder
         from corpus.index import sync_index
-        from corpus.load import load_documents
+        from tests.helpers import load_documents
         from corpus.retrieve import LanceRetriever
         from eval.compress import NoCompressor
         from eval.rerank import DenseReranker
         from eval.settings import GridConfig, SweepConfig
-        from eval.sweep import Components, run_sweep
+        from eval.components import Components
+        from eval.sweep import run_sweep
         from tests.fakes import ExtractingGenerator, count_words
 
         class SlowGenerator(ExtractingGenerator):

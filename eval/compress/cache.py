@@ -22,6 +22,10 @@ class CompressionCache(Protocol):
 
     def put_many(self, items: Mapping[str, str]) -> None: ...
 
+    def flush(self) -> int:
+        """Persist entries added since the last flush; returns how many."""
+        ...
+
 
 class MemoryCache:
     """A dict: one process, gone at exit."""
@@ -30,10 +34,16 @@ class MemoryCache:
         self.items: dict[str, str] = {}
 
     def get(self, key: str) -> str | None:
+        """The cached text of `key`, or None."""
         return self.items.get(key)
 
     def put_many(self, items: Mapping[str, str]) -> None:
+        """Add entries."""
         self.items.update(items)
+
+    def flush(self) -> int:
+        """Nothing to persist."""
+        return 0
 
 
 class LanceCompressionCache:
@@ -60,9 +70,11 @@ class LanceCompressionCache:
         self.pending: dict[str, str] = {}
 
     def get(self, key: str) -> str | None:
+        """The cached text of `key`, or None."""
         return self.items.get(key)
 
     def put_many(self, items: Mapping[str, str]) -> None:
+        """Add entries, written at the next `flush`."""
         self.items.update(items)
         self.pending.update(items)
 

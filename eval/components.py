@@ -1,0 +1,95 @@
+"""Wiring: the live components of a sweep, built from the registries by the names in its config.
+
+Used by the sweep, `cribsheet warm` and the benchmarks, so every entry point builds components the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from corpus.embed import EMBEDDERS, Embedder
+from corpus.retrieve import LanceRetriever, Retriever
+from eval.compress import COMPRESSORS, Compressor, CompressorDeps
+from eval.generate import GENERATORS, Generator, GeneratorConfig, GeneratorDeps, TokenScorer
+from eval.judge import JUDGES, Judge
+from eval.rerank import RERANKERS, Reranker, RerankerDeps
+from eval.settings import Setting, SweepConfig
+
+
+@dataclass
+class Components:
+    """The live backends of a sweep; tests build it from registered fakes or pass objects directly."""
+
+    embedder: Embedder
+    retriever: Retriever
+    rerankers: dict[str, Reranker]
+    compressors: dict[str, Compressor]
+    generator: Generator
+    index_version: int | None = None
+    corpus_sha256: str | None = None
+    judge: Judge | None = None
+    """Optional LLM judge (ragas Faithfulness)."""
+
+    def close(self) -> None:
+        """Stop the engines this object started."""
+        self.generator.close()
+
+
+def bundled_model() -> str:
+    """Folder of the bundled SmolLM2-135M-Instruct (converted from its GGUF on first use)."""
+    from eval.assets import smollm2_dir
+
+    return str(smollm2_dir())
+
+
+def build_generator(config: GeneratorConfig) -> Generator:
+    """The configured generator; the bundled SmolLM2 when no model is named."""
+    needs_default = config.name == "vllm" and not config.model
+    deps = GeneratorDeps(default_model=bundled_model() if needs_default else None)
+    return GENERATORS.build(GENERATORS.spec(config.name, config.model_dump()), deps)
+
+
+def _scorer(config: SweepConfig, generator: Generator, names: set[str]) -> TokenScorer | None:
+    """The engine that scores tokens for engine-lingua: the generator's own, unless `compressor.model` names
+    another LM (a small scorer in front of a big generator), which then gets an engine of its own."""
+    if "engine-lingua" in names and config.compressor.model not in (None, config.generator.model):
+        generator = build_generator(config.generator.model_copy(update={"model": config.compressor.model}))
+    return generator if isinstance(generator, TokenScorer) else None
+
+
+def build_components(config: SweepConfig, settings: Sequence[Setting]) -> Components:
+    """Real backends by the names in `config`: the default models come from packages."""
+    from eval.compress.cache import LanceCompressionCache
+
+    embedder = EMBEDDERS.build(EMBEDDERS.spec(config.embedder), None)
+    retriever = LanceRetriever(config.index_path, embedder, version=config.index_version)
+    generator = build_generator(config.generator)
+    compressor_names = {s.compressor for s in settings}
+    scorer = _scorer(config, generator, compressor_names)
+    needs_lm = not config.compressor.model and compressor_names & {"llmlingua", "longllmlingua"}
+    cdeps = CompressorDeps(
+        count_tokens=generator.count_tokens,
+        default_model=bundled_model() if needs_lm else None,
+        embedder=embedder,
+        scorer=scorer,
+        cache=LanceCompressionCache(config.index_path),
+    )
+    compressors = {
+        name: COMPRESSORS.build(COMPRESSORS.spec(name, config.compressor.model_dump()), cdeps)
+        for name in sorted(compressor_names)
+    }
+    own = generator if isinstance(generator, TokenScorer) else None
+    rdeps = RerankerDeps(embedder=embedder, scorer=own)
+    rerankers = {name: RERANKERS.build(RERANKERS.spec(name), rdeps) for name in sorted({s.reranker for s in settings})}
+    judge = JUDGES.build(JUDGES.spec(config.judge.name, config.judge.model_dump()), None) if config.judge else None
+    return Components(
+        embedder=embedder,
+        retriever=retriever,
+        rerankers=rerankers,
+        compressors=compressors,
+        generator=generator,
+        index_version=retriever.version,
+        corpus_sha256=retriever.corpus_digest(),
+        judge=judge,
+    )

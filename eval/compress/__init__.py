@@ -1,0 +1,35 @@
+"""Compressors behind one Protocol, registered by name: none, llmlingua (query-agnostic), longllmlingua
+(query-aware), engine-lingua (word pruning scored by the vLLM engine, query-agnostic) and extractive
+(embedder sentence selection, query-aware). Importing the package registers all five."""
+
+from eval.compress import engine, extractive, lingua
+from eval.compress.base import (
+    COMPRESSORS,
+    CachedAgnosticCompressor,
+    CompressionResult,
+    Compressor,
+    CompressorDeps,
+    NoCompressor,
+    TokenCounter,
+)
+from eval.compress.engine import EngineLinguaCompressor
+from eval.compress.extractive import ExtractiveCompressor
+from eval.compress.lingua import LLMLinguaCompressor, LongLLMLinguaCompressor, load_prompt_compressor
+
+__all__ = [
+    "COMPRESSORS",
+    "CachedAgnosticCompressor",
+    "CompressionResult",
+    "Compressor",
+    "CompressorDeps",
+    "EngineLinguaCompressor",
+    "ExtractiveCompressor",
+    "LLMLinguaCompressor",
+    "LongLLMLinguaCompressor",
+    "NoCompressor",
+    "TokenCounter",
+    "engine",
+    "extractive",
+    "lingua",
+    "load_prompt_compressor",
+]

@@ -1,0 +1,163 @@
+"""The compressor boundary: the Protocol, its result, the registry and the dependencies factories receive."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from corpus.embed import Embedder
+from corpus.errors import CribsheetError
+from corpus.registry import NoConfig, Registry
+from eval.compress.cache import CompressionCache, MemoryCache, cache_key
+from eval.generate import TokenScorer
+
+
+class CompressionResult(BaseModel):
+    """What a compressor did to one context, tokens counted with the generator's tokenizer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    texts: list[str]
+    """Compressed passages in prompt order (a query-aware compressor may drop some)."""
+    tokens_in: int
+    tokens_out: int
+    seconds: float
+    """Compressor wall time spent for this context (0 when every piece came from the cache)."""
+    calls: int = 0
+    """Compressor model invocations made for this context (0: everything came from the cache)."""
+    kept: list[int] | None = None
+    """Indices of the input passages that `texts` correspond to (None: unknown or all)."""
+
+    @property
+    def ratio(self) -> float:
+        """Realized ratio tokens_in / tokens_out (inf when nothing is left)."""
+        return self.tokens_in / self.tokens_out if self.tokens_out else float("inf")
+
+
+TokenCounter = Callable[[str], int]
+"""Counts the tokens of one text with the generator's tokenizer."""
+
+
+class Compressor(Protocol):
+    """Shrinks the passages of one context to about 1/ratio of their tokens."""
+
+    name: str
+    query_aware: bool
+
+    def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
+        """Compress `passages` for `question` to about 1/ratio of their tokens."""
+        ...
+
+    def flush(self) -> None:
+        """Persist whatever the compressor cached since the last flush (called once per setting)."""
+        ...
+
+
+PromptCompressorLoader = Callable[[str, str, str], Any]
+"""(model, device, dtype) -> a llmlingua PromptCompressor."""
+
+
+@dataclass
+class CompressorDeps:
+    """The live objects a compressor factory may use; each factory asks for what it needs by attribute."""
+
+    count_tokens: TokenCounter
+    default_model: str | None = None
+    """Compressor LM used when a compressor's config names none (the bundled SmolLM2)."""
+    embedder: Embedder | None = None
+    scorer: TokenScorer | None = None
+    """vLLM engine that scores tokens (engine-lingua): the generator's, or one for the compressor LM."""
+    cache: CompressionCache | None = None
+    load_prompt_compressor: PromptCompressorLoader | None = None
+    _loaded: dict[tuple[str, str, str], Any] = field(default_factory=dict)
+
+    def prompt_compressor(self, model: str | None, device: str, dtype: str) -> Any:
+        """The llmlingua LM for (model, device, dtype), loaded once and shared by the llmlingua family."""
+        name = model or self.default_model
+        if name is None:
+            raise CribsheetError("a compressor model (folder or hub id) is needed for llmlingua compressors")
+        key = (name, device, dtype)
+        if key not in self._loaded:
+            if self.load_prompt_compressor is None:
+                from eval.compress.lingua import load_prompt_compressor
+
+                self.load_prompt_compressor = load_prompt_compressor
+            self._loaded[key] = self.load_prompt_compressor(name, device, dtype)
+        return self._loaded[key]
+
+
+COMPRESSORS: Registry[Compressor, CompressorDeps] = Registry("compressor")
+"""Registered compressors; `Setting.compressor` names one."""
+
+
+class NoCompressor:
+    """Identity: the baseline."""
+
+    name = "none"
+    query_aware = False
+
+    def __init__(self, count_tokens: TokenCounter) -> None:
+        self.count = count_tokens
+
+    def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
+        """The passages unchanged, with their token count."""
+        n = sum(self.count(p) for p in passages)
+        return CompressionResult(texts=list(passages), tokens_in=n, tokens_out=n, seconds=0.0)
+
+    def flush(self) -> None:
+        """Nothing cached."""
+
+
+@COMPRESSORS.register("none", NoConfig)
+def _none(config: NoConfig, deps: CompressorDeps) -> Compressor:
+    """No compression: the baseline."""
+    return NoCompressor(deps.count_tokens)
+
+
+class CachedAgnosticCompressor:
+    """Base of query-agnostic compressors: each passage is compressed alone, once, and cached by content.
+
+    Because the result does not depend on the question, a passage seen before costs nothing: with a
+    persistent cache, not even in the next run.
+    """
+
+    name = "agnostic"
+    query_aware = False
+
+    def __init__(self, count_tokens: TokenCounter, cache: CompressionCache | None = None) -> None:
+        self.count = count_tokens
+        self.cache: CompressionCache = cache or MemoryCache()
+        self.calls = 0
+
+    def _compress_many(self, passages: list[str], ratio: float) -> list[str]:
+        raise NotImplementedError
+
+    def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
+        """Compress each passage alone, reusing cached ones; the question is ignored."""
+        start = time.perf_counter()
+        keys = [cache_key(self.name, ratio, p) for p in passages]
+        found = {k: self.cache.get(k) for k in keys}
+        missing = list(dict.fromkeys(p for p, k in zip(passages, keys, strict=True) if found[k] is None))
+        if missing:
+            self.calls += len(missing)
+            fresh = dict(
+                zip((cache_key(self.name, ratio, p) for p in missing), self._compress_many(missing, ratio), strict=True)
+            )
+            self.cache.put_many(fresh)
+            found.update(fresh)
+        texts = [found[k] or "" for k in keys]
+        return CompressionResult(
+            texts=texts,
+            tokens_in=sum(self.count(p) for p in passages),
+            tokens_out=sum(self.count(t) for t in texts),
+            seconds=time.perf_counter() - start if missing else 0.0,
+            calls=len(missing),
+        )
+
+    def flush(self) -> None:
+        """Persist new cache entries (one write per setting, not one per passage)."""
+        self.cache.flush()

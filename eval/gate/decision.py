@@ -1,0 +1,131 @@
+"""The gate's decision: is the candidate no worse than the baseline, and as fast as it promises?
+
+Three-way answer: pass (0), fail (1), could not decide (2: errors, too few questions, mismatched inputs,
+or a confidence interval too wide to tell at this margin).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from eval.gate.policy import GatePolicy
+from eval.gate.statistics import LatencyResult, MetricResult, judge_latency, judge_metric
+from eval.store import Record
+
+PASS, FAIL, UNDECIDED = 0, 1, 2
+EXIT_CODES = {"pass": PASS, "fail": FAIL, "undecided": UNDECIDED}
+
+
+class Labels(BaseModel):
+    """What the decision is about: the two settings and their runs."""
+
+    baseline: str
+    candidate: str
+    baseline_run: str
+    candidate_run: str
+
+
+class GateDecision(BaseModel):
+    """The gate's answer with every number behind it."""
+
+    decision: str
+    """pass | fail | undecided"""
+    exit_code: int
+    reasons: list[str]
+    baseline: str
+    candidate: str
+    baseline_run: str
+    candidate_run: str
+    n_questions: int
+    metrics: list[MetricResult] = Field(default_factory=list)
+    latency: LatencyResult | None = None
+    policy: GatePolicy
+    created_at: dt.datetime = Field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+    @classmethod
+    def make(
+        cls,
+        decision: str,
+        reasons: list[str],
+        labels: Labels,
+        policy: GatePolicy,
+        n_questions: int = 0,
+        metrics: list[MetricResult] | None = None,
+        latency: LatencyResult | None = None,
+    ) -> GateDecision:
+        """The one constructor: the exit code follows from the decision."""
+        return cls(
+            decision=decision,
+            exit_code=EXIT_CODES[decision],
+            reasons=reasons,
+            n_questions=n_questions,
+            metrics=metrics or [],
+            latency=latency,
+            policy=policy,
+            **labels.model_dump(),
+        )
+
+
+def _paired(base: dict[str, Record], cand: dict[str, Record], ids: list[str], metric: str) -> list[tuple[Any, Any]]:
+    return [
+        (base[q][metric], cand[q][metric])
+        for q in ids
+        if base[q].get(metric) is not None and cand[q].get(metric) is not None
+    ]
+
+
+def decide(base: dict[str, Record], cand: dict[str, Record], policy: GatePolicy, labels: Labels) -> GateDecision:
+    """Decision over two settings' samples keyed by question id (each a dict of column -> value)."""
+    if set(base) != set(cand):
+        only_b, only_c = sorted(set(base) - set(cand)), sorted(set(cand) - set(base))
+        reason = (
+            f"question sets differ: {len(only_b)} only in baseline (e.g. {only_b[:3]}), "
+            f"{len(only_c)} only in candidate (e.g. {only_c[:3]})"
+        )
+        return GateDecision.make("undecided", [reason], labels, policy)
+    ids = sorted(base)
+    failed = [q for q in ids if base[q]["status"] != "ok" or cand[q]["status"] != "ok"]
+    if failed:
+        reason = f"{len(failed)} question(s) failed in a setting (e.g. {failed[:3]}); rerun before gating"
+        return GateDecision.make("undecided", [reason], labels, policy, len(ids))
+    if len(ids) < policy.min_questions:
+        reason = f"only {len(ids)} paired questions; the policy needs at least {policy.min_questions}"
+        return GateDecision.make("undecided", [reason], labels, policy, len(ids))
+    results, reasons = [], []
+    for rule in policy.metrics:
+        pairs = _paired(base, cand, ids, rule.name)
+        if len(pairs) < policy.min_questions:
+            if not rule.advisory:
+                reasons.append(f"{rule.name}: only {len(pairs)} questions with a value in both settings")
+            continue
+        b, c = (np.array(x, dtype=float) for x in zip(*pairs, strict=True))
+        result = judge_metric(rule, b, c, policy)
+        results.append(result)
+        if not rule.advisory and result.verdict != "pass":
+            reasons.append(
+                f"{rule.name}: {result.verdict} (diff {result.diff:+.3f}, CI [{result.ci_low:+.3f}, "
+                f"{result.ci_high:+.3f}], margin {rule.margin:.3f})"
+            )
+    latency = None
+    if policy.latency:
+        lat = policy.latency
+        pairs = [(x, y) for x, y in _paired(base, cand, ids, lat.metric) if x > 0 and y > 0]
+        if len(pairs) < policy.min_questions:
+            reasons.append(f"{lat.metric}: only {len(pairs)} questions with a latency in both settings")
+        else:
+            b, c = (np.array(x, dtype=float) for x in zip(*pairs, strict=True))
+            latency = judge_latency(lat, b, c, policy)
+            if latency.verdict != "pass":
+                reasons.append(
+                    f"{lat.metric}: speed-up {latency.speedup:.2f}x, CI [{latency.ci_low:.2f}, "
+                    f"{latency.ci_high:.2f}], needs {lat.min_speedup:.2f}x ({latency.verdict})"
+                )
+    verdicts = [r.verdict for r in results if not r.advisory] + ([latency.verdict] if latency else [])
+    decision = "fail" if "fail" in verdicts else ("undecided" if reasons else "pass")
+    return GateDecision.make(
+        decision, reasons or ["every gated metric passed"], labels, policy, len(ids), results, latency
+    )

@@ -1,0 +1,100 @@
+"""The versioned gate policy and the request that names what to gate."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from corpus.errors import CribsheetError
+from eval.metrics import DIRECTIONS
+
+
+class MetricRule(BaseModel):
+    """One gated metric: candidate may be worse by at most `margin` (absolute units of the metric)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    margin: float = Field(ge=0.0)
+    advisory: bool = False
+    """Reported, never decides."""
+
+
+class LatencyRule(BaseModel):
+    """The candidate must be at least `min_speedup` times faster (1.0: hold), at the lower confidence bound."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    metric: str = "ttft_s"
+    min_speedup: float = Field(default=1.0, gt=0.0)
+    tolerance: float = Field(default=0.05, ge=0.0, lt=1.0)
+
+
+class GatePolicy(BaseModel):
+    """A versioned gate policy file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: int = 1
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
+    resamples: int = Field(default=10_000, ge=100)
+    seed: int = 0
+    min_questions: int = Field(default=30, ge=2)
+    metrics: list[MetricRule] = Field(default_factory=lambda: [MetricRule(name="answer_contains", margin=0.02)])
+    latency: LatencyRule | None = Field(default_factory=LatencyRule)
+
+    @classmethod
+    def load(cls, path: Path) -> GatePolicy:
+        """Read a YAML policy; errors name the file."""
+        import yaml
+
+        try:
+            raw = yaml.safe_load(Path(path).read_text())
+            policy = cls.model_validate(raw)
+        except FileNotFoundError:
+            raise CribsheetError(f"{path}: policy file not found") from None
+        except (yaml.YAMLError, ValueError) as exc:
+            first = str(exc).splitlines()[0:3]
+            raise CribsheetError(f"{path}: invalid gate policy: {' '.join(first)}") from None
+        unknown = [m.name for m in policy.metrics if m.name not in DIRECTIONS]
+        if policy.latency and policy.latency.metric not in DIRECTIONS:
+            unknown.append(policy.latency.metric)
+        if unknown:
+            raise CribsheetError(f"{path}: unknown metric(s) {unknown}; known: {sorted(DIRECTIONS)}")
+        if policy.latency and DIRECTIONS[policy.latency.metric]:
+            lower = sorted(k for k, higher in DIRECTIONS.items() if not higher)
+            raise CribsheetError(
+                f"{path}: latency metric '{policy.latency.metric}' is higher-is-better; a speed-up needs a "
+                f"lower-is-better metric: {', '.join(lower)}"
+            )
+        return policy
+
+    def sha256(self) -> str:
+        """sha256 of the policy's canonical JSON (stored with each decision)."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+
+
+class GateRequest(BaseModel):
+    """Which two stored settings to gate, under which policy: the one definition the CLI, the flow and the
+    gate share (and a `--config` file or a deployment's parameters fill)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    store_path: Path
+    """DuckDB results file."""
+    baseline: str
+    """Baseline setting (name or hash)."""
+    candidate: str
+    """Candidate setting (name or hash)."""
+    policy_path: Path = Path("policies/gate.yaml")
+    """Gate policy YAML."""
+    run: str | None = None
+    """Run holding both settings (None: the latest run that has them)."""
+    baseline_run: str | None = None
+    """Run of the baseline, when the runs differ."""
+    candidate_run: str | None = None
+    """Run of the candidate, when the runs differ."""
+    report_path: Path | None = None
+    """Markdown report to write."""

@@ -1,0 +1,62 @@
+"""The gate decision for people: a table (terminal and markdown) and the JSON stored with the decision."""
+
+from __future__ import annotations
+
+import json
+
+from eval.gate.decision import GateDecision
+
+DECISION_COLUMNS = ("metric", "baseline", "candidate", "diff", "CI", "margin", "verdict")
+
+
+def decision_rows(d: GateDecision) -> list[tuple[str, ...]]:
+    """The decision table (one row per metric, then the latency speed-up), formatted, for every renderer."""
+    rows: list[tuple[str, ...]] = [
+        (
+            m.name + (" (advisory)" if m.advisory else ""),
+            f"{m.baseline_mean:.3f}",
+            f"{m.candidate_mean:.3f}",
+            f"{m.diff:+.3f}",
+            f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]",
+            f"{m.margin:.3f}",
+            m.verdict,
+        )
+        for m in d.metrics
+    ]
+    if d.latency:
+        lt = d.latency
+        rows.append(
+            (
+                f"{lt.metric} speed-up",
+                f"{lt.baseline_mean:.3f} s",
+                f"{lt.candidate_mean:.3f} s",
+                f"{lt.speedup:.2f}x",
+                f"[{lt.ci_low:.2f}, {lt.ci_high:.2f}]",
+                f">={lt.min_speedup:.2f}x",
+                lt.verdict,
+            )
+        )
+    return rows
+
+
+def markdown_report(d: GateDecision) -> str:
+    """The decision as a markdown document."""
+    lines = [
+        f"# Gate: {d.candidate} vs {d.baseline}",
+        "",
+        f"**Decision: {d.decision.upper()}** (exit {d.exit_code}) on {d.n_questions} paired questions; "
+        f"runs {d.baseline_run} / {d.candidate_run}; policy v{d.policy.version} "
+        f"({d.policy.confidence:.0%} bootstrap CI, {d.policy.resamples} resamples, seed {d.policy.seed}).",
+        "",
+    ]
+    lines += [f"- {r}" for r in d.reasons] + ["", "| " + " | ".join(DECISION_COLUMNS) + " |", "|---" * 7 + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in decision_rows(d)]
+    return "\n".join(lines) + "\n"
+
+
+def decision_json(d: GateDecision) -> str:
+    """Compact JSON of the metric and latency results, stored with the decision row."""
+    return json.dumps(
+        {"metrics": [m.model_dump() for m in d.metrics], "latency": d.latency.model_dump() if d.latency else None},
+        sort_keys=True,
+    )

@@ -1,0 +1,25 @@
+"""The DuckDB results store: schema generated from the row models, transactional writes, a read API."""
+
+from eval.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
+from eval.store.database import DuckDBStore, Record, RunMeta, SettingRef, dumps
+from eval.store.schema import SCHEMA_VERSION, STORAGE_COMPATIBILITY, TABLES, VIEWS, columns, schema_version
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "STORAGE_COMPATIBILITY",
+    "TABLES",
+    "VIEWS",
+    "ClaimRow",
+    "DuckDBStore",
+    "GateDecisionRow",
+    "QuestionRow",
+    "Record",
+    "RunMeta",
+    "RunRow",
+    "SampleRow",
+    "SettingRef",
+    "SettingRow",
+    "columns",
+    "dumps",
+    "schema_version",
+]

@@ -1,0 +1,101 @@
+"""The results schema: tables generated from the row models, analyst views, and the version that follows
+from them (columns are only ever appended, so the column count only grows)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel
+
+from eval.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
+
+STORAGE_COMPATIBILITY = "v1.0.0"
+"""DuckDB file format written for new stores: readable by every DuckDB CLI since 1.0, not only by the
+Python package that wrote it (duckdb 2.x writes a format 1.x cannot open by default)."""
+
+TABLES: dict[str, type[BaseModel]] = {
+    "runs": RunRow,
+    "settings": SettingRow,
+    "questions": QuestionRow,
+    "samples": SampleRow,
+    "claims": ClaimRow,
+    "gate_decisions": GateDecisionRow,
+}
+
+_SQL_TYPES: dict[Any, str] = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN", dt.datetime: "TIMESTAMP"}
+
+VIEWS = {
+    "v_leaderboard": """
+SELECT run_id, setting_name, setting_hash, any_value(retrieval) AS retrieval, any_value(reranker) AS reranker,
+       any_value(compressor) AS compressor, any_value(target_ratio) AS target_ratio, any_value(top_k) AS top_k,
+       any_value(layout) AS layout,
+       count(*) AS n, count(*) FILTER (WHERE status <> 'ok') AS n_failed,
+       avg(answer_contains) AS answer_contains,
+       avg(answer_exact_match) AS answer_exact_match,
+       avg(answer_token_f1) AS answer_token_f1,
+       avg(answer_token_recall) AS answer_token_recall,
+       avg(context_answer_recall) AS context_answer_recall,
+       avg(faithfulness) AS faithfulness,
+       avg(ragas_faithfulness) AS ragas_faithfulness,
+       avg(abstained::DOUBLE) FILTER (WHERE NOT answerable) AS abstention_unanswerable,
+       avg(abstained::DOUBLE) FILTER (WHERE answerable) AS abstention_answerable,
+       avg(retrieval_recall) AS retrieval_recall,
+       avg(candidate_recall) AS candidate_recall,
+       avg(answer_contains) FILTER (WHERE answerable) AS answer_contains_answerable,
+       quantile_cont(ttft_s, 0.5) AS ttft_p50_s,
+       quantile_cont(ttft_s, 0.95) AS ttft_p95_s,
+       avg(prompt_tokens) AS mean_prompt_tokens,
+       avg(cached_tokens) AS mean_cached_tokens,
+       sum(context_tokens_in)::DOUBLE / nullif(sum(context_tokens_out), 0) AS realized_ratio,
+       avg(ratio_gap) AS mean_ratio_gap,
+       avg(compress_seconds) AS mean_compress_s,
+       quantile_cont(probe_ttft_s, 0.5) AS probe_ttft_p50_s,
+       quantile_cont(probe_ttft_s, 0.95) AS probe_ttft_p95_s,
+       quantile_cont(e2e_latency_s, 0.5) AS e2e_latency_p50_s
+FROM samples GROUP BY run_id, setting_name, setting_hash""",
+    # A setting is on the frontier when no other setting of the run is at least as good on answer
+    # recall and at least as fast (TTFT p50), and strictly better on one of them.
+    "v_pareto": """
+SELECT a.* FROM v_leaderboard a
+WHERE NOT EXISTS (
+    SELECT 1 FROM v_leaderboard b
+    WHERE b.run_id = a.run_id AND b.setting_hash <> a.setting_hash
+      AND b.answer_contains >= a.answer_contains AND b.ttft_p50_s <= a.ttft_p50_s
+      AND (b.answer_contains > a.answer_contains OR b.ttft_p50_s < a.ttft_p50_s))""",
+    "v_sample_diff": """
+SELECT a.run_id, a.question_id, a.question, a.answerable,
+       a.setting_name AS a_setting, b.setting_name AS b_setting,
+       a.answer AS a_answer, b.answer AS b_answer,
+       a.answer_contains AS a_answer_contains, b.answer_contains AS b_answer_contains,
+       b.answer_contains - a.answer_contains AS answer_contains_diff,
+       a.faithfulness AS a_faithfulness, b.faithfulness AS b_faithfulness,
+       a.context_answer_recall AS a_context_answer_recall, b.context_answer_recall AS b_context_answer_recall,
+       a.prompt_tokens AS a_prompt_tokens, b.prompt_tokens AS b_prompt_tokens,
+       a.ttft_s AS a_ttft_s, b.ttft_s AS b_ttft_s
+FROM samples a JOIN samples b USING (run_id, question_id)
+WHERE a.setting_hash <> b.setting_hash""",
+}
+
+
+def _sql_type(annotation: Any) -> str:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        annotation = args[0]
+    return _SQL_TYPES[annotation]
+
+
+def columns(model: type[BaseModel]) -> list[tuple[str, str]]:
+    """(name, SQL type) of a row model, in declaration order."""
+    return [(name, _sql_type(f.annotation)) for name, f in model.model_fields.items()]
+
+
+def schema_version() -> int:
+    """The schema version: the number of columns over all tables. Columns are only appended, so a newer
+    schema always has a larger version, and the version changes exactly when a row model gains a column."""
+    return sum(len(model.model_fields) for model in TABLES.values())
+
+
+SCHEMA_VERSION = schema_version()

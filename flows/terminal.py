@@ -1,0 +1,156 @@
+"""What the CLI shows a person: progress (bars on a terminal, one line per stage elsewhere), tables, errors,
+and engine chatter kept out of the way in a log file."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+err = Console(stderr=True)
+out = Console(width=None if sys.stdout.isatty() else 200)  # piped output: do not squeeze the leaderboard
+
+LEADERBOARD_COLUMNS = [
+    ("setting_name", "setting", "{}"),
+    ("n", "n", "{}"),
+    ("n_failed", "failed", "{}"),
+    ("answer_contains", "ans∈", "{:.3f}"),
+    ("answer_token_recall", "tok rec", "{:.3f}"),
+    ("context_answer_recall", "ctx rec", "{:.3f}"),
+    ("ttft_p50_s", "TTFT p50 s", "{:.3f}"),
+    ("ttft_p95_s", "TTFT p95 s", "{:.3f}"),
+    ("mean_prompt_tokens", "prompt tok", "{:.0f}"),
+    ("mean_cached_tokens", "cached tok", "{:.0f}"),
+    ("realized_ratio", "ratio", "{:.2f}"),
+    ("mean_compress_s", "compress s", "{:.3f}"),
+]
+
+
+def seconds(value: float | None) -> str:
+    """A duration for people: milliseconds precision, or n/a when the engine reported none."""
+    return "n/a" if value is None else f"{value:.3f} s"
+
+
+def fail(message: str, code: int = 2, log: Path | None = None) -> NoReturn:
+    """Print a one-line error (and where the engine log is) and exit."""
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    if log is not None:
+        err.print(f"engine log: {log}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def show_path(path: Path | str) -> None:
+    """The last line of a writing command: where it wrote."""
+    out.file.write(f"{path}\n")
+    out.file.flush()
+
+
+@contextmanager
+def progress() -> Iterator[Callable[[str, int, int], None]]:
+    """Install a progress reporter for the flows: bars on a terminal, one line per stage otherwise."""
+    from flows.progress import LineReporter, set_reporter
+
+    if not err.is_terminal:
+
+        def line(message: str) -> None:
+            err.print(message, highlight=False, soft_wrap=True)
+
+        reporter = LineReporter(line)
+        set_reporter(reporter)
+        try:
+            yield reporter
+        finally:
+            set_reporter(None)
+        return
+    bars: dict[str, Any] = {}
+    with Progress(
+        TextColumn("{task.description:<40}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    ) as bar:
+
+        def tick(stage: str, done: int, total: int) -> None:
+            if stage not in bars:
+                bars[stage] = bar.add_task(stage, total=total)
+            bar.update(bars[stage], completed=done, total=total)
+
+        set_reporter(tick)
+        try:
+            yield tick
+        finally:
+            set_reporter(None)
+
+
+def log_path(folder: Path, command: str) -> Path:
+    """A fresh log file for one command run: `<folder>/logs/<command>-<UTC time>.log`."""
+    return Path(folder) / "logs" / f"{command}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}.log"
+
+
+@contextmanager
+def engine_log(path: Path) -> Iterator[Path]:
+    """Send everything written to file descriptors 1 and 2 (engine warnings, child processes, third-party
+    progress bars) to `path`, while our own consoles keep writing to the terminal."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    terminal: tuple[TextIO, TextIO] = (
+        os.fdopen(os.dup(saved[0]), "w", buffering=1),
+        os.fdopen(os.dup(saved[1]), "w", buffering=1),
+    )
+    consoles = (out.file, err.file)
+    out.file, err.file = terminal
+    log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    try:
+        yield path
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, log_fd):
+            os.close(fd)
+        out.file, err.file = consoles
+        for stream in terminal:
+            stream.close()
+
+
+def print_leaderboard(rows: list[dict[str, Any]], title: str) -> None:
+    """The leaderboard as a terminal table."""
+    table = Table(title=title)
+    for _, header, _ in LEADERBOARD_COLUMNS:
+        table.add_column(header, justify="left" if header == "setting" else "right")
+    for row in rows:
+        table.add_row(*["NULL" if row[key] is None else fmt.format(row[key]) for key, _, fmt in LEADERBOARD_COLUMNS])
+    out.print(table)
+
+
+def print_decision(d: Any) -> None:
+    """The gate decision as a terminal table."""
+    from eval.gate import DECISION_COLUMNS, decision_rows
+
+    colour = {"pass": "green", "fail": "red"}.get(d.decision, "yellow")
+    table = Table(title=f"gate: {d.candidate} vs {d.baseline} ({d.n_questions} paired questions)")
+    for header in DECISION_COLUMNS:
+        label = f"{d.policy.confidence:.0%} CI" if header == "CI" else header
+        table.add_column(label, justify="left" if header == "metric" else "right")
+    for row in decision_rows(d):
+        table.add_row(*row)
+    out.print(table)
+    for reason in d.reasons:
+        out.print(f"  {reason}", highlight=False)
+    out.print(f"[{colour}]decision: {d.decision.upper()}[/{colour}] (exit {d.exit_code})")

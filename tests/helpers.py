@@ -1,0 +1,17 @@
+"""Small helpers shared by tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from corpus.errors import InputFileError
+from corpus.models import Document
+from corpus.sources import SkipLog, SourceConfig, iter_documents
+
+
+def load_documents(path: Path) -> list[Document]:
+    """All documents of a small JSONL/Parquet file or folder (indexing itself streams)."""
+    docs = list(iter_documents(SourceConfig(path=path), SkipLog()))
+    if not docs:
+        raise InputFileError(path, "no documents in corpus")
+    return docs
