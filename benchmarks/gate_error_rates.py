@@ -32,22 +32,19 @@ def main() -> None:
 
     quiet_offline_env()
 
-    from eval.gate import GatePolicy, decide
+    from eval.gate import GatePolicy, Labels, decide
     from eval.store import DuckDBStore
 
     if not args.store.is_file():
         sys.exit(f"error: {args.store}: no results store; run `make demo` first")
-    store = DuckDBStore(args.store)
-    run = store.latest_run()
-    rows = store.query(
-        "SELECT question_id, answer_contains FROM samples WHERE run_id = ? AND setting_name = ? "
-        "AND status = 'ok' ORDER BY question_id",
-        [run, args.baseline],
-    )
-    if not rows:
+    store = DuckDBStore(args.store, read_only=True)
+    ref = store.resolve_setting(args.baseline)
+    run = ref.run_id
+    stored = store.samples(ref)
+    ids = sorted(q for q, r in stored.items() if r["status"] == "ok")
+    if not ids:
         sys.exit(f"error: {args.store}: no samples of setting '{args.baseline}' in run {run}")
-    base = np.array([r["answer_contains"] for r in rows], dtype=float)
-    ids = [r["question_id"] for r in rows]
+    base = np.array([stored[q]["answer_contains"] for q in ids], dtype=float)
     policy = GatePolicy.load(Path("policies/gate.yaml")).model_copy(update={"latency": None, "resamples": 2000})
     policy = policy.model_copy(update={"metrics": [m for m in policy.metrics if m.name == "answer_contains"]})
 
@@ -69,7 +66,8 @@ def main() -> None:
         dropped[rng.choice(right, size=round(args.drop * len(base)), replace=False)] = 0.0
         seeded = policy.model_copy(update={"seed": seed})
         for kind, cand in (("exact", base), ("identical", noisy), ("drop", dropped)):
-            d = decide(as_samples(base), as_samples(cand), seeded, ("base", kind, run or "", run or ""))
+            labels = Labels(baseline="base", candidate=kind, baseline_run=run, candidate_run=run)
+            d = decide(as_samples(base), as_samples(cand), seeded, labels)
             outcomes[kind][d.decision] += 1
     n = args.seeds
     print(

@@ -18,6 +18,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 COMPRESSORS = ["none", "llmlingua", "longllmlingua", "extractive", "engine-lingua"]
 
@@ -33,19 +34,20 @@ def main() -> None:
 
     quiet_offline_env()
 
-    from eval.compress_cache import MemoryCache
-
     from corpus.bundled import CORPUS_FILE, answerable_questions, bundled_index
     from corpus.embed import SentenceTransformerEmbedder
     from corpus.retrieve import LanceRetriever
     from corpus.sources import SkipLog, SourceConfig, iter_documents
     from eval.assets import smollm2_dir
-    from eval.compress import CompressorContext, build_compressors
-    from eval.generate import VLLMGenerator
+    from eval.components import build_generator
+    from eval.compress import COMPRESSORS as REGISTRY
+    from eval.compress import CompressorDeps
+    from eval.compress.cache import MemoryCache
+    from eval.generate import GeneratorConfig
     from eval.metrics import answer_contains, context_answer_recall
     from eval.prompt import PromptLayout, context_block
     from eval.rerank import DenseReranker
-    from eval.settings import CompressorConfig, GeneratorConfig
+    from eval.settings import CompressorConfig
 
     work = Path(tempfile.mkdtemp(prefix="cribsheet-levers-"))
     emb = SentenceTransformerEmbedder()
@@ -53,19 +55,15 @@ def main() -> None:
     questions = answerable_questions(work, limit=args.questions)
     reranker = DenseReranker(emb)
     lm = str(smollm2_dir())
-    gen = VLLMGenerator(lm, GeneratorConfig())
+    gen: Any = build_generator(GeneratorConfig(model=lm))
 
     def fresh_compressors() -> dict:
         # A fresh in-memory cache per compressor: the bill for a passage never seen before.
-        ctx = CompressorContext(
-            count_tokens=gen.count_tokens,
-            config=CompressorConfig(),
-            model=lm,
-            embedder=emb,
-            scorer=gen,
-            cache=MemoryCache(),
+        deps = CompressorDeps(
+            count_tokens=gen.count_tokens, default_model=lm, embedder=emb, scorer=gen, cache=MemoryCache()
         )
-        return build_compressors(COMPRESSORS, ctx)
+        defaults = CompressorConfig().model_dump()
+        return {name: REGISTRY.build(REGISTRY.spec(name, defaults), deps) for name in COMPRESSORS}
 
     compressors = fresh_compressors()
     layout = PromptLayout(gen.tokenizer)

@@ -13,6 +13,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 KS = (1, 3, 5, 8)
 
@@ -30,17 +31,17 @@ def main() -> None:
     from corpus.bundled import QUESTIONS_FILE, answerable_questions, bundled_index
     from corpus.embed import SentenceTransformerEmbedder
     from corpus.retrieve import LanceRetriever
-    from eval.assets import smollm2_dir
-    from eval.generate import VLLMGenerator
-    from eval.rerank import build_reranker
-    from eval.settings import GeneratorConfig
+    from eval.components import build_generator
+    from eval.generate import GeneratorConfig
+    from eval.rerank import RerankerDeps, build_reranker
 
     work = Path(tempfile.mkdtemp(prefix="cribsheet-rerank-"))
     emb = SentenceTransformerEmbedder()
     retriever = LanceRetriever(bundled_index(args.index, work, emb), emb)
     questions = answerable_questions(work, QUESTIONS_FILE, args.questions)
-    gen = VLLMGenerator(str(smollm2_dir()), GeneratorConfig())
-    rerankers = {name: build_reranker(name, embedder=emb, scorer=gen) for name in ("none", "dense", "query-likelihood")}
+    gen: Any = build_generator(GeneratorConfig())
+    deps = RerankerDeps(embedder=emb, scorer=gen)
+    rerankers = {name: build_reranker(name, deps) for name in ("none", "dense", "query-likelihood")}
 
     hits_at = {name: dict.fromkeys(KS, 0) for name in rerankers}
     seconds = dict.fromkeys(rerankers, 0.0)

@@ -88,3 +88,56 @@ def test_seconds_are_printed_for_people() -> None:
 
     assert _seconds(0.21444082260131836) == "0.214 s"
     assert _seconds(None) == "n/a"
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "known"),
+    [
+        ("--compression", "llmlingau:4", "known: engine-lingua, extractive, llmlingua, longllmlingua, none"),
+        ("--reranker", "dense2", "known: cross-encoder, dense, none, query-likelihood"),
+        ("--reranker", "cross-encoder", "cross-encoder:MODEL"),
+    ],
+)
+def test_misspelled_component_fails_fast_before_any_model_loads(
+    tmp_path: Path, tiny_questions: Path, flag: str, value: str, known: str
+) -> None:
+    import time
+
+    start = time.perf_counter()
+    proc = run(
+        "sweep",
+        "--index",
+        str(tmp_path / "idx"),
+        "--questions",
+        str(tiny_questions),
+        "--store",
+        str(tmp_path / "r.duckdb"),
+        flag,
+        value,
+        tmp=tmp_path,
+    )
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and known in lines[0], proc.stderr
+    assert elapsed < 5.0, f"took {elapsed:.1f} s"
+    # Nothing was started: no store, no engine log, and no Prefect server ever ran (its database is absent).
+    assert not (tmp_path / "r.duckdb").exists() and not (tmp_path / "logs").exists()
+    assert not list((tmp_path / "prefect").glob("*.db"))
+
+
+def test_config_file_with_flag_override_and_named_errors(tmp_path: Path, tiny_questions: Path) -> None:
+    config = tmp_path / "sweep.yaml"
+    config.write_text(
+        f"index_path: {tmp_path / 'idx'}\nquestions_path: {tiny_questions}\nstore_path: {tmp_path / 'r.duckdb'}\n"
+        "grid:\n  compressions: [{compressor: nope, target_ratio: 2}]\n"
+    )
+    proc = run("sweep", "--config", str(config), tmp=tmp_path)
+    assert proc.returncode == 2 and f"{config}: invalid SweepConfig: grid.compressions.0.compressor" in proc.stderr
+    # A flag overrides the file: with a valid compression the next problem is the missing index.
+    proc = run("sweep", "--config", str(config), "--compression", "none", tmp=tmp_path)
+    assert proc.returncode == 2 and "no index here" in proc.stderr, proc.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("grid: [1, 2\n")
+    proc = run("sweep", "--config", str(bad), tmp=tmp_path)
+    assert proc.returncode == 2 and f"{bad}:2: invalid YAML" in proc.stderr, proc.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
 import shutil
@@ -17,7 +18,7 @@ import duckdb
 import pytest
 
 from corpus.errors import CribsheetError
-from eval.rows import ClaimRow
+from eval.rows import ClaimRow, SettingRow
 from eval.store import SCHEMA_VERSION, TABLES, DuckDBStore, RunRow, SampleRow, columns
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -249,3 +250,64 @@ def test_every_setting_field_is_a_column() -> None:
 
     assert set(Setting.model_fields) <= set(SettingRow.model_fields)
     assert set(Setting.model_fields) <= set(SampleRow.model_fields)
+
+
+def test_columns_are_only_ever_appended() -> None:
+    """Every column of the frozen snapshot is still there, in the same place; new ones only at the end."""
+    snapshot = json.loads((Path(__file__).resolve().parents[1] / "data" / "schema_columns.json").read_text())
+    for table, model in TABLES.items():
+        names = [n for n, _ in columns(model)]
+        assert names[: len(snapshot[table])] == snapshot[table], table
+    from eval.store import schema_version
+
+    assert SCHEMA_VERSION == schema_version() >= sum(len(c) for c in snapshot.values())
+
+
+def test_opening_to_read_never_migrates(tmp_path: Path) -> None:
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE samples (run_id VARCHAR, question_id VARCHAR)")
+    con.close()
+    reader = DuckDBStore(path, read_only=True)
+    assert [r["column_name"] for r in reader.query("DESCRIBE samples")] == ["run_id", "question_id"]
+    assert reader.query("SELECT count(*) AS n FROM information_schema.tables WHERE table_name='runs'")[0]["n"] == 0
+    with pytest.raises(CribsheetError, match="read-only"):
+        reader.add_samples([_sample("q1")])
+    with pytest.raises(CribsheetError, match="no results store here"):
+        DuckDBStore(tmp_path / "missing.duckdb", read_only=True)
+    assert not (tmp_path / "missing.duckdb").exists()
+
+
+def test_read_api_resolves_settings_pairs_samples_and_reads_runs(tmp_path: Path) -> None:
+    store = DuckDBStore(tmp_path / "r.duckdb")
+    store.start_run(
+        _run(),
+        [
+            SettingRow(
+                run_id="r1",
+                setting_hash="sh",
+                setting_name="none-k3",
+                setting_json="{}",
+                top_k=3,
+                retrieval="hybrid",
+                reranker="dense",
+                compressor="none",
+                target_ratio=1.0,
+                layout="ranked",
+            )
+        ],
+    )
+    store.add_samples([_sample("q1", answer_contains=1.0), _sample("q2", answer_contains=0.0)])
+    reader = DuckDBStore(tmp_path / "r.duckdb", read_only=True)
+    ref = reader.resolve_setting("none-k3")
+    assert ref == reader.resolve_setting("sh", run="r1") and ref.run_id == "r1"
+    base, cand = reader.paired_samples(ref, ref)
+    assert sorted(base) == ["q1", "q2"] and base["q1"]["answer_contains"] == 1.0 and base == cand
+    meta = reader.run_meta("r1")
+    assert meta.status == "running" and meta.questions_sha256 == _run().questions_sha256
+    with pytest.raises(CribsheetError, match="setting 'nope' not found in any run; known: none-k3"):
+        reader.resolve_setting("nope")
+    with pytest.raises(CribsheetError, match="no run 'r9'"):
+        reader.run_meta("r9")
+    with pytest.raises(CribsheetError, match=r"unknown runs column\(s\) \['finshed'\]"):
+        store.finish_run("r1", "ok", finshed=True)

@@ -1,0 +1,109 @@
+"""The Prefect flows end to end on fast CPU fakes registered by name: index -> sweep -> gate, driven by
+typed configs and by config files, as deployments and the CLI drive them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tests.fakes  # noqa: F401  (registers the hash embedder, the fake generator and the halving compressor)
+from corpus.errors import CribsheetError
+from corpus.index import IndexConfig
+from corpus.sources import SourceConfig
+from eval.gate import GateRequest
+from eval.generate import GeneratorConfig
+from eval.settings import CompressionSpec, GridConfig, SweepConfig
+from eval.store import DuckDBStore
+from flows.pipeline import gate_flow, index_flow, sweep_flow
+from flows.progress import LineReporter, report, set_reporter
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    from tests.conftest import TINY_DOCS, TINY_QUESTIONS, write_jsonl
+
+    work = tmp_path_factory.mktemp("flows")
+    corpus = write_jsonl(work / "corpus.jsonl", TINY_DOCS)
+    questions = write_jsonl(work / "questions.jsonl", TINY_QUESTIONS)
+    rep = index_flow(IndexConfig(source=SourceConfig(path=corpus), index_path=work / "idx.lancedb", embedder="hash"))
+    assert rep.n_documents == 5 and rep.added == 5
+    config = (work / "sweep.yaml").resolve()
+    config.write_text(
+        f"index_path: {work / 'idx.lancedb'}\nquestions_path: {questions}\nstore_path: {work / 'r.duckdb'}\n"
+        "embedder: hash\nretrieve_n: 4\nprobe_questions: 2\ngenerator: {name: fake}\n"
+        "grid: {compressions: [{compressor: none}, {compressor: halving, target_ratio: 2}], top_ks: [1, 3]}\n"
+    )
+    result = sweep_flow(config_file=config)
+    return work / "r.duckdb", result.run_id
+
+
+def test_sweep_flow_from_a_config_file_stores_every_sample(swept: tuple[Path, str]) -> None:
+    path, run_id = swept
+    store = DuckDBStore(path, read_only=True)
+    board = {r["setting_name"]: r for r in store.leaderboard(run_id)}
+    assert sorted(board) == [
+        "halving-2x-k1-hybrid-dense",
+        "halving-2x-k3-hybrid-dense",
+        "none-k1-hybrid-dense",
+        "none-k3-hybrid-dense",
+    ]
+    assert all(r["n"] == 4 and r["n_failed"] == 0 for r in board.values())
+    assert 1.5 < board["halving-2x-k3-hybrid-dense"]["realized_ratio"] < 2.5
+    # The fake answers with the first passage's first clause: right for Asia, wrong for the Eiffel Tower (1887).
+    asia = store.paired_samples(
+        store.resolve_setting("none-k1-hybrid-dense"), store.resolve_setting("none-k3-hybrid-dense")
+    )
+    assert asia[0]["q2"]["answer_contains"] == 1.0 and asia[0]["q4"]["answer_contains"] == 0.0
+    assert store.run_meta(run_id).status == "ok"
+
+
+def test_gate_flow_reads_its_request_and_cannot_decide_on_four_questions(
+    swept: tuple[Path, str], tmp_path: Path
+) -> None:
+    path, run_id = swept
+    request = GateRequest(
+        store_path=path,
+        baseline="none-k3-hybrid-dense",
+        candidate="halving-2x-k3-hybrid-dense",
+        run=run_id,
+        report_path=tmp_path / "gate.md",
+    )
+    decision = gate_flow(request)
+    assert (decision.decision, decision.exit_code) == ("undecided", 2)
+    assert "only 4 paired questions" in decision.reasons[0]
+    assert "Decision: UNDECIDED" in (tmp_path / "gate.md").read_text()
+
+
+def test_flows_take_a_config_or_a_file_not_both(tmp_path: Path) -> None:
+    with pytest.raises(CribsheetError, match="either a SweepConfig or a config file, not neither"):
+        sweep_flow()
+    missing = tmp_path / "missing.yaml"
+    with pytest.raises(CribsheetError, match=f"{missing}: config file not found"):
+        gate_flow(config_file=missing)
+
+
+def test_misspelled_component_in_a_typed_config_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown generator 'fak'; known: fake, vllm"):
+        SweepConfig(
+            index_path=tmp_path,
+            questions_path=tmp_path / "q.jsonl",
+            store_path=tmp_path / "r.duckdb",
+            generator=GeneratorConfig(name="fak"),
+        )
+    with pytest.raises(ValueError, match="unknown compressor 'halvng'"):
+        GridConfig(compressions=[CompressionSpec(compressor="halvng", target_ratio=2.0)])
+
+
+def test_without_a_terminal_every_stage_logs_one_line_with_count_and_seconds() -> None:
+    lines: list[str] = []
+    reporter = LineReporter(lines.append)
+    for done in range(1, 4):
+        reporter("retrieve", done, 3)
+    reporter("retrieve", 3, 3)  # a repeated final tick does not log twice
+    reporter("setting none-k3", 4, 4)
+    assert [line.split(" in ")[0] for line in lines] == ["retrieve: 3/3", "setting none-k3: 4/4"]
+    assert all(line.endswith(" s") for line in lines)
+    # With no reporter installed (a worker-run deployment), ticks go to the line logger.
+    set_reporter(None)
+    report("stage", 1, 1)  # must not raise outside a flow run
