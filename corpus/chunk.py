@@ -49,7 +49,9 @@ class Chunker(Protocol):
 
     config: ChunkerConfig
 
-    def chunk(self, docs: Iterable[Document]) -> Iterator[Chunk]: ...
+    def chunk(self, docs: Iterable[Document]) -> Iterator[Chunk]:
+        """Chunks of `docs`, in document order."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class SentenceChunker:
         self.count = count_tokens
 
     def chunk(self, docs: Iterable[Document]) -> Iterator[Chunk]:
+        """Sentence- and paragraph-aligned chunks of at most `max_tokens` embedder tokens."""
         for doc in docs:
             for position, (start, end) in enumerate(self.spans(doc.text)):
                 text = doc.text[start:end]

@@ -20,9 +20,13 @@ class Embedder(Protocol):
     name: str
     dim: int
 
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray: ...
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of documents, one row per text."""
+        ...
 
-    def embed_query(self, text: str) -> np.ndarray: ...
+    def embed_query(self, text: str) -> np.ndarray:
+        """Unit vector of a query."""
+        ...
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text under the embedder's own tokenizer (no special tokens)."""
@@ -41,6 +45,7 @@ class VectorCache:
         self._vectors: dict[str, np.ndarray] = {}
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of `texts`, embedding only those not seen before."""
         missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
         if missing:
             if len(self._vectors) + len(missing) > self.max_items:
@@ -66,7 +71,8 @@ def cpu_computes_bf16() -> bool:
 
 def auto_cpu_precision(device: str) -> str | None:
     """What precision "auto" means on `device`: bfloat16 on a CPU that computes it natively, float32 on other
-    CPUs, None on an accelerator (the caller keeps its own default there)."""
+    CPUs, None on an accelerator (the caller keeps its own default there).
+    """
     if not device.startswith("cpu"):
         return None
     return "bfloat16" if cpu_computes_bf16() else "float32"
@@ -105,6 +111,7 @@ class SentenceTransformerEmbedder:
         self.show_progress = show_progress
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Normalised document vectors, batched."""
         vectors = self._model.encode(
             list(texts),
             batch_size=self.batch_size,
@@ -115,10 +122,12 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
+        """Normalised query vector."""
         vector = self._model.encode([text], normalize_embeddings=True, convert_to_numpy=True)[0]
         return np.asarray(vector, dtype=np.float32)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text under the model's tokenizer (no special tokens)."""
         if not texts:
             return []
         ids = self._model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]

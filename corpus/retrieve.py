@@ -19,7 +19,9 @@ _COLUMNS = ["chunk_id", "doc_id", "title", "text", "vector"]
 class Retriever(Protocol):
     """Returns the top-n chunks for a question, best first."""
 
-    def retrieve(self, question: str, n: int, mode: RetrievalMode = "hybrid") -> list[Hit]: ...
+    def retrieve(self, question: str, n: int, mode: RetrievalMode = "hybrid") -> list[Hit]:
+        """The `n` best chunks for `question` by `mode`."""
+        ...
 
 
 class LanceRetriever:
@@ -51,6 +53,7 @@ class LanceRetriever:
         return h.hexdigest()
 
     def retrieve(self, question: str, n: int, mode: RetrievalMode = "hybrid") -> list[Hit]:
+        """The `n` best chunks: vector, full-text, or both fused by reciprocal rank."""
         from lancedb.rerankers import RRFReranker
 
         if mode == "vector":

@@ -66,6 +66,7 @@ class SkipLog:
         self.items: list[Skipped] = []
 
     def add(self, source: str, reason: str) -> None:
+        """Record one skipped input and why."""
         self.items.append(Skipped(source=source, reason=reason))
 
 

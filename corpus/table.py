@@ -100,7 +100,8 @@ def table_schema(spec: IndexSpec) -> Any:
 
 class IndexConfig(BaseModel):
     """Everything `cribsheet index` and the index flow need: one model for the CLI, a `--config` file and
-    the deployment's parameters."""
+    the deployment's parameters.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

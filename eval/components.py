@@ -52,7 +52,8 @@ def build_generator(config: GeneratorConfig) -> Generator:
 
 def _scorer(config: SweepConfig, generator: Generator, names: set[str]) -> TokenScorer | None:
     """The engine that scores tokens for engine-lingua: the generator's own, unless `compressor.model` names
-    another LM (a small scorer in front of a big generator), which then gets an engine of its own."""
+    another LM (a small scorer in front of a big generator), which then gets an engine of its own.
+    """
     if "engine-lingua" in names and config.compressor.model not in (None, config.generator.model):
         generator = build_generator(config.generator.model_copy(update={"model": config.compressor.model}))
     return generator if isinstance(generator, TokenScorer) else None

@@ -79,6 +79,7 @@ class ClaimChecker:
         self._vectors = VectorCache(embedder, 100_000)  # the same passages come back in every setting
 
     def check(self, answer: str, context: str) -> FaithfulnessResult:
+        """Split `answer` into claims and check each against `context`."""
         claims = split_claims(answer)
         if not claims:
             return FaithfulnessResult(score=None, status="no_claims", claims=[])

@@ -1,5 +1,6 @@
 """A labelled faithfulness set built from a corpus: faithful spans vs other-passage, swapped-name and
-swapped-number answers. Deterministic: the same corpus gives the same set."""
+swapped-number answers. Deterministic: the same corpus gives the same set.
+"""
 
 from __future__ import annotations
 

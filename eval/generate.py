@@ -113,7 +113,7 @@ class TokenScorer(Protocol):
     tokenizer: Any
 
     def token_logprobs(self, token_ids: Sequence[Sequence[int]]) -> list[list[float | None]]:
-        """log p(token | tokens before it) for every token of each sequence (the first is None)."""
+        """Log p(token | tokens before it) for every token of each sequence (the first is None)."""
         ...
 
 
@@ -209,7 +209,7 @@ class VLLMGenerator:
         )
 
     def token_logprobs(self, token_ids: Sequence[Sequence[int]]) -> list[list[float | None]]:
-        """log p(token | tokens before it) for every prompt token (the first is None), in one batch.
+        """Log p(token | tokens before it) for every prompt token (the first is None), in one batch.
 
         vLLM does not read the prefix cache for such requests, so this costs about 1.5x a plain prefill.
         """
@@ -242,7 +242,7 @@ class VLLMGenerator:
 
 @GENERATORS.register("vllm", VLLMConfig)
 def _vllm(config: VLLMConfig, deps: GeneratorDeps) -> Generator:
-    """vLLM with prefix caching (CPU or GPU build, by configuration alone)."""
+    """VLLM with prefix caching (CPU or GPU build, by configuration alone)."""
     model = config.model or deps.default_model
     if not model:
         raise CribsheetError("generator 'vllm' needs a model (folder or hub id)")

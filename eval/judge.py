@@ -1,6 +1,7 @@
 """An LLM judge for users with a capable model: ragas' Faithfulness against an OpenAI-compatible endpoint
 (for example vLLM serving a 7B model on a GPU). Offline defaults never need it: a 135M judge either fails
-to parse or scores meaningless values (docs/design.md)."""
+to parse or scores meaningless values (docs/design.md).
+"""
 
 from __future__ import annotations
 
@@ -50,8 +51,9 @@ class JudgeConfig(RagasJudgeConfig):
 
 
 def _import_ragas() -> None:
-    """ragas 0.4.x imports `langchain_community.chat_models.vertexai`, which langchain-community 0.4.2 no
-    longer ships; ragas only uses the class in isinstance checks, so a stand-in module lets it import."""
+    """Ragas 0.4.x imports `langchain_community.chat_models.vertexai`, which langchain-community 0.4.2 no
+    longer ships; ragas only uses the class in isinstance checks, so a stand-in module lets it import.
+    """
     import sys
     import types
 
@@ -95,5 +97,5 @@ class RagasFaithfulnessJudge:
 
 @JUDGES.register("ragas-faithfulness", RagasJudgeConfig)
 def _ragas(config: RagasJudgeConfig, deps: None) -> Judge:
-    """ragas Faithfulness by a model behind an OpenAI-compatible endpoint."""
+    """Ragas Faithfulness by a model behind an OpenAI-compatible endpoint."""
     return RagasFaithfulnessJudge(config)

@@ -39,7 +39,7 @@ class PromptLayout:
             {"role": "system", "content": self.system_prefix},
             {"role": "user", "content": f"Passages:\n{context}\n\nQuestion: {question}"},
         ]
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
     def stable_prefix(self) -> str:
         """The part of every prompt that is the same: everything before the context."""

@@ -58,6 +58,7 @@ class DenseReranker:
         self.calls = 0
 
     def rerank(self, question: str, hits: Sequence[Hit]) -> list[Hit]:
+        """Reorder by cosine of question and passage vectors."""
         self.calls += 1
         if not hits:
             return []
@@ -85,6 +86,7 @@ class CrossEncoderReranker:
         self.calls = 0
 
     def rerank(self, question: str, hits: Sequence[Hit]) -> list[Hit]:
+        """Reorder by the cross-encoder's relevance scores."""
         self.calls += 1
         if not hits:
             return []
@@ -108,6 +110,7 @@ class QueryLikelihoodReranker:
         self.calls = 0
 
     def rerank(self, question: str, hits: Sequence[Hit]) -> list[Hit]:
+        """Reorder by mean log p(question | passage)."""
         self.calls += 1
         if not hits:
             return []
@@ -133,6 +136,7 @@ class RetrievalOrder:
         self.calls = 0
 
     def rerank(self, question: str, hits: Sequence[Hit]) -> list[Hit]:
+        """The retriever's order, unchanged."""
         self.calls += 1
         return list(hits)
 
@@ -177,7 +181,7 @@ def _none(config: NoConfig, deps: RerankerDeps) -> Reranker:
 
 @RERANKERS.register("query-likelihood", QueryLikelihoodConfig)
 def _query_likelihood(config: QueryLikelihoodConfig, deps: RerankerDeps) -> Reranker:
-    """mean log p(question | passage) under the generator LM (UPR)."""
+    """Mean log p(question | passage) under the generator LM (UPR)."""
     if deps.scorer is None:
         raise CribsheetError("reranker 'query-likelihood' needs the vLLM engine (a generator that scores tokens)")
     return QueryLikelihoodReranker(deps.scorer, config.max_passage_tokens)

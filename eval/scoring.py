@@ -1,5 +1,6 @@
 """Scoring a setting's answered samples: answer metrics, faithfulness with claim evidence, abstention,
-retrieval."""
+retrieval.
+"""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def retrieval_scores(ranked: Sequence[Hit], gold: Sequence[str], k: int) -> dict
 
 def judge_drafts(drafts: Sequence[SampleDraft], checker: ClaimChecker, judge: Judge | None = None) -> list[ClaimRow]:
     """Faithfulness (offline, and by the LLM judge when one is configured) and abstention of each answered
-    sample; returns the claim evidence rows."""
+    sample; returns the claim evidence rows.
+    """
     claims: list[ClaimRow] = []
     for draft in drafts:
         if not draft.ok or draft.generation is None:

@@ -6,7 +6,8 @@ import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from corpus.errors import InputFileError
 from corpus.load import read_jsonl
@@ -22,6 +23,7 @@ from eval.scoring import judge_drafts, retrieval_scores, score_answer
 from eval.settings import Setting, SweepConfig, setting_json
 from eval.store import DuckDBStore, dumps
 
+T = TypeVar("T")
 Progress = Callable[[str, int, int], None]
 """Callback (stage, done, total) for progress bars."""
 
@@ -97,7 +99,7 @@ class _Sweep:
     retrieve_s: dict[tuple[str, str], float] = field(default_factory=dict)
     rerank_s: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
-    def timed(self, stage: str, fn: Callable[[], Any]) -> Any:
+    def timed(self, stage: str, fn: Callable[[], T]) -> T:
         """Run `fn`, adding its wall time to `stage`."""
         t0 = time.perf_counter()
         try:
@@ -120,13 +122,13 @@ class _Sweep:
         probes: list[tuple[int, float]] = []
         for done, setting in enumerate(settings, start=1):
             name = setting.name
-            drafts = self.timed(f"compress:{name}", lambda s=setting: self.prepare(s, layout))
+            drafts = self.timed(f"compress:{name}", partial(self.prepare, setting, layout))
             # Each setting starts from the same cache state (only the stable prefix warm), so a setting
             # never profits from passages that an earlier setting happened to leave in the cache.
-            self.timed(f"generate:{name}", lambda d=drafts: _generate(d, generator, prefix))
-            claims = self.timed(f"faithfulness:{name}", lambda d=drafts: judge_drafts(d, checker, self.comps.judge))
+            self.timed(f"generate:{name}", partial(_generate, drafts, generator, prefix))
+            claims = self.timed(f"faithfulness:{name}", partial(judge_drafts, drafts, checker, self.comps.judge))
             _reset_and_warm(generator, prefix)
-            probes += self.timed(f"probe:{name}", lambda d=drafts: probe_drafts(d, probe_ids, generator))
+            probes += self.timed(f"probe:{name}", partial(probe_drafts, drafts, probe_ids, generator))
             rows = [d.row() for d in drafts]
             self.store.add_samples(rows, claims)
             n_rows += len(rows)

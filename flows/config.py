@@ -1,5 +1,6 @@
 """Configuration files: one YAML file per command, read into the same typed models the flows and the
-`prefect.yaml` deployments use; command-line flags override the file."""
+`prefect.yaml` deployments use; command-line flags override the file.
+"""
 
 from __future__ import annotations
 

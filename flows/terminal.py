@@ -1,5 +1,6 @@
 """What the CLI shows a person: progress (bars on a terminal, one line per stage elsewhere), tables, errors,
-and engine chatter kept out of the way in a log file."""
+and engine chatter kept out of the way in a log file.
+"""
 
 from __future__ import annotations
 
@@ -101,7 +102,8 @@ def log_path(folder: Path, command: str) -> Path:
 @contextmanager
 def engine_log(path: Path) -> Iterator[Path]:
     """Send everything written to file descriptors 1 and 2 (engine warnings, child processes, third-party
-    progress bars) to `path`, while our own consoles keep writing to the terminal."""
+    progress bars) to `path`, while our own consoles keep writing to the terminal.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -110,7 +112,8 @@ def engine_log(path: Path) -> Iterator[Path]:
         os.fdopen(os.dup(saved[0]), "w", buffering=1),
         os.fdopen(os.dup(saved[1]), "w", buffering=1),
     )
-    consoles = (out.file, err.file)
+    # Consoles without a file of their own follow sys.stdout/sys.stderr; restore exactly that afterwards.
+    consoles = (out._file, err._file)
     out.file, err.file = terminal
     log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log_fd, 1)
@@ -124,7 +127,7 @@ def engine_log(path: Path) -> Iterator[Path]:
         os.dup2(saved[1], 2)
         for fd in (*saved, log_fd):
             os.close(fd)
-        out.file, err.file = consoles
+        out._file, err._file = consoles
         for stream in terminal:
             stream.close()
 

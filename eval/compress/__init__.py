@@ -1,6 +1,7 @@
 """Compressors behind one Protocol, registered by name: none, llmlingua (query-agnostic), longllmlingua
 (query-aware), engine-lingua (word pruning scored by the vLLM engine, query-agnostic) and extractive
-(embedder sentence selection, query-aware). Importing the package registers all five."""
+(embedder sentence selection, query-aware). Importing the package registers all five.
+"""
 
 from eval.compress import engine, extractive, lingua
 from eval.compress.base import (

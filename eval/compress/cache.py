@@ -18,9 +18,13 @@ def cache_key(compressor: str, ratio: float, text: str) -> str:
 class CompressionCache(Protocol):
     """Maps cache keys to compressed passage text."""
 
-    def get(self, key: str) -> str | None: ...
+    def get(self, key: str) -> str | None:
+        """The cached text of `key`, or None."""
+        ...
 
-    def put_many(self, items: Mapping[str, str]) -> None: ...
+    def put_many(self, items: Mapping[str, str]) -> None:
+        """Add entries."""
+        ...
 
     def flush(self) -> int:
         """Persist entries added since the last flush; returns how many."""

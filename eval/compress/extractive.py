@@ -41,6 +41,7 @@ class ExtractiveCompressor:
         self._sentence_vectors = VectorCache(embedder, max_cached)
 
     def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
+        """The sentences most similar to `question` until the token budget is met."""
         import numpy as np
 
         start = time.perf_counter()

@@ -1,5 +1,6 @@
 """The llmlingua family (LLMLingua query-agnostic, LongLLMLingua query-aware) and the shims that let
-llmlingua 0.2.2 run offline under transformers 5."""
+llmlingua 0.2.2 run offline under transformers 5.
+"""
 
 from __future__ import annotations
 
@@ -81,7 +82,8 @@ class _LegacyCacheModel:
             past_key_values = DynamicCache(ddp_cache_data=[(k, v) for k, v in past_key_values])
         out = self._model(*args, past_key_values=past_key_values, **kwargs)
         if isinstance(out.past_key_values, Cache):
-            out.past_key_values = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+            layers = out.past_key_values.layers
+            out.past_key_values = [(layer.keys, layer.values) for layer in layers]  # type: ignore[union-attr]
         return out
 
     def __getattr__(self, name: str) -> Any:

@@ -78,7 +78,8 @@ class GatePolicy(BaseModel):
 
 class GateRequest(BaseModel):
     """Which two stored settings to gate, under which policy: the one definition the CLI, the flow and the
-    gate share (and a `--config` file or a deployment's parameters fill)."""
+    gate share (and a `--config` file or a deployment's parameters fill).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

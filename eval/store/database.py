@@ -72,7 +72,9 @@ class DuckDBStore:
         import duckdb
 
         deadline = time.monotonic() + self.lock_timeout_s
-        config = {} if self.read_only else {"storage_compatibility_version": STORAGE_COMPATIBILITY}
+        config: dict[str, str | bool | int | float | list[str]] = (
+            {} if self.read_only else {"storage_compatibility_version": STORAGE_COMPATIBILITY}
+        )
         while True:
             try:
                 con = duckdb.connect(str(self.path), read_only=self.read_only, config=config)

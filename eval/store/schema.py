@@ -1,5 +1,6 @@
 """The results schema: tables generated from the row models, analyst views, and the version that follows
-from them (columns are only ever appended, so the column count only grows)."""
+from them (columns are only ever appended, so the column count only grows).
+"""
 
 from __future__ import annotations
 
@@ -94,7 +95,8 @@ def columns(model: type[BaseModel]) -> list[tuple[str, str]]:
 
 def schema_version() -> int:
     """The schema version: the number of columns over all tables. Columns are only appended, so a newer
-    schema always has a larger version, and the version changes exactly when a row model gains a column."""
+    schema always has a larger version, and the version changes exactly when a row model gains a column.
+    """
     return sum(len(model.model_fields) for model in TABLES.values())
 
 

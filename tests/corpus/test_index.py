@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from corpus.chunk import SentenceChunker
 from corpus.errors import CribsheetError
-from corpus.index import REPORT_FILE, IndexOptions, open_table, read_spec, sync_index
+from corpus.index import REPORT_FILE, IndexOptions, IndexReport, open_table, read_spec, sync_index
 from corpus.models import Document
 from corpus.retrieve import LanceRetriever
 from tests.conftest import TINY_DOCS
@@ -22,17 +25,17 @@ class CountingEmbedder(HashEmbedder):
         super().__init__()
         self.embedded: list[str] = []
 
-    def embed_documents(self, texts):  # noqa: ANN001, ANN201
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         self.embedded.extend(texts)
         return super().embed_documents(texts)
 
 
 class ExplodingEmbedder(HashEmbedder):
-    def embed_documents(self, texts):  # noqa: ANN001, ANN201
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         raise RuntimeError("out of memory")
 
 
-def sync(docs: list[Document], path: Path, embedder: HashEmbedder | None = None, **opts: object):  # noqa: ANN201
+def sync(docs: list[Document], path: Path, embedder: HashEmbedder | None = None, **opts: Any) -> IndexReport:
     return sync_index(docs, SentenceChunker(), embedder or HashEmbedder(), path, IndexOptions(**opts))
 
 
@@ -170,7 +173,9 @@ def test_retriever_is_pinned_to_a_version(index: Path, docs: list[Document], tmp
 
 _HYBRID_QUERY = """
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 if sys.argv[2] == "quiet":
     from eval.runtime import quiet_offline_env
     quiet_offline_env()

@@ -14,11 +14,11 @@ from eval.compress import NoCompressor
 from eval.rerank import DenseReranker
 from eval.settings import CompressionSpec, GridConfig, SweepConfig
 from tests.fakes import ExtractingGenerator, HalvingCompressor, HashEmbedder, count_words
-from tests.helpers import load_documents
+from tests.helpers import SweepSetup, load_documents
 
 
 @pytest.fixture
-def setup(tmp_path: Path, tiny_corpus: Path, tiny_questions: Path):  # noqa: ANN201
+def setup(tmp_path: Path, tiny_corpus: Path, tiny_questions: Path) -> SweepSetup:
     index = tmp_path / "idx.lancedb"
     sync_index(load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), index)
     config = SweepConfig(
@@ -33,7 +33,9 @@ def setup(tmp_path: Path, tiny_corpus: Path, tiny_questions: Path):  # noqa: ANN
     )
     embedder = HashEmbedder()
 
-    def components(generator: ExtractingGenerator | None = None, halving: HalvingCompressor | None = None):  # noqa: ANN202
+    def components(
+        generator: ExtractingGenerator | None = None, halving: HalvingCompressor | None = None
+    ) -> Components:
         return Components(
             embedder=embedder,
             retriever=LanceRetriever(index, embedder),

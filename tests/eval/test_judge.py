@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from eval.judge import JudgeConfig, RagasFaithfulnessJudge
+from tests.helpers import SweepSetup
 
 
 class FakeJudge(BaseHTTPRequestHandler):
@@ -87,7 +88,7 @@ def test_ragas_faithfulness_through_an_openai_compatible_endpoint(endpoint: str)
     assert len(FakeJudge.requests) == 2 and {r["model"] for r in FakeJudge.requests} == {"judge-7b"}
 
 
-def test_sweep_stores_judge_scores_next_to_offline_faithfulness(endpoint: str, setup) -> None:  # noqa: ANN001
+def test_sweep_stores_judge_scores_next_to_offline_faithfulness(endpoint: str, setup: SweepSetup) -> None:
     import duckdb
 
     from eval.sweep import run_sweep

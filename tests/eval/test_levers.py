@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
@@ -17,6 +18,7 @@ from eval.prompt import PromptLayout, arrange
 from eval.rerank import CrossEncoderReranker, QueryLikelihoodReranker, RerankerDeps, build_reranker
 from eval.sweep import run_sweep
 from tests.fakes import HalvingCompressor, HashEmbedder, WordTokenizer, count_words
+from tests.helpers import SweepSetup
 
 
 def hit(doc: str, text: str) -> Hit:
@@ -70,7 +72,7 @@ class CountingEmbedder(HashEmbedder):
         super().__init__()
         self.documents_embedded = 0
 
-    def embed_documents(self, texts):  # noqa: ANN001, ANN201
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         self.documents_embedded += len(texts)
         return super().embed_documents(texts)
 
@@ -106,7 +108,7 @@ class OverlapScorer:
         self.tokenizer = AutoTokenizer.from_pretrained(bundled_minilm_path())
         self.batches: list[int] = []
 
-    def token_logprobs(self, token_ids):  # noqa: ANN001, ANN201
+    def token_logprobs(self, token_ids: Sequence[Sequence[int]]) -> list[list[float | None]]:
         self.batches.append(len(token_ids))
         return [[None] + [0.0 if t in ids[:i] else -5.0 for i, t in enumerate(ids) if i > 0] for ids in token_ids]
 
@@ -141,7 +143,7 @@ def test_engine_lingua_prunes_words_to_budget_keeping_numbers() -> None:
     assert out.calls == 1 and comp.compress([text], "another question", 3.0).calls == 0
 
 
-def test_agnostic_compression_reused_across_settings_and_runs(tmp_path: Path, setup) -> None:  # noqa: ANN001
+def test_agnostic_compression_reused_across_settings_and_runs(tmp_path: Path, setup: SweepSetup) -> None:
     config, components = setup
     index_cache = LanceCompressionCache(config.index_path)
     first = HalvingCompressor(cache=index_cache)
@@ -170,7 +172,7 @@ def test_agnostic_compression_reused_across_settings_and_runs(tmp_path: Path, se
     assert index_cache.get(cache_key("halving", 2.0, first.compressed[0])) is not None
 
 
-def test_realized_ratio_and_gap_recorded(setup) -> None:  # noqa: ANN001
+def test_realized_ratio_and_gap_recorded(setup: SweepSetup) -> None:
     config, components = setup
     result = run_sweep(config, components())
     con = duckdb.connect(result.store_path)
@@ -190,7 +192,7 @@ def test_prompt_layout_order_and_stable_prefix() -> None:
     assert arrange(5, "edges") == [0, 2, 4, 3, 1] and arrange(2, "edges") == [0, 1]
 
 
-def test_edges_layout_puts_best_passages_at_both_ends(setup) -> None:  # noqa: ANN001
+def test_edges_layout_puts_best_passages_at_both_ends(setup: SweepSetup) -> None:
     config, components = setup
     grid = config.grid.model_copy(update={"layouts": ["ranked", "edges"], "top_ks": [3]})
     result = run_sweep(config.model_copy(update={"grid": grid}), components())
@@ -204,7 +206,7 @@ def test_edges_layout_puts_best_passages_at_both_ends(setup) -> None:  # noqa: A
         assert json.loads(edges) == [r[i] for i in arrange(len(r), "edges")]
 
 
-def test_warm_probe_and_prefill_fit(setup) -> None:  # noqa: ANN001
+def test_warm_probe_and_prefill_fit(setup: SweepSetup) -> None:
     config, components = setup
     comps = components()
     result = run_sweep(config.model_copy(update={"probe_questions": 2}), comps)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import duckdb
 
+from corpus.models import Hit
 from eval.sweep import run_sweep
 from tests.fakes import ExtractingGenerator, HalvingCompressor
+from tests.helpers import SweepSetup
 
 
-def test_one_row_per_question_and_setting_with_scores(setup) -> None:  # noqa: ANN001
+def test_one_row_per_question_and_setting_with_scores(setup: SweepSetup) -> None:
     config, components = setup
     comps = components()
     result = run_sweep(config, comps)
@@ -34,7 +36,7 @@ def test_one_row_per_question_and_setting_with_scores(setup) -> None:  # noqa: A
     assert all(1.5 < r[0] <= 2.5 for r in ratios)
 
 
-def test_failed_compression_is_a_failed_row_not_a_gap(setup) -> None:  # noqa: ANN001
+def test_failed_compression_is_a_failed_row_not_a_gap(setup: SweepSetup) -> None:
     config, components = setup
     result = run_sweep(config, components(halving=HalvingCompressor(fail_on="K2")))
     con = duckdb.connect(result.store_path)
@@ -45,7 +47,7 @@ def test_failed_compression_is_a_failed_row_not_a_gap(setup) -> None:  # noqa: A
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == 16
 
 
-def test_engine_failure_marks_rows_failed_and_keeps_them(setup) -> None:  # noqa: ANN001
+def test_engine_failure_marks_rows_failed_and_keeps_them(setup: SweepSetup) -> None:
     config, components = setup
     result = run_sweep(config, components(generator=ExtractingGenerator(fail=True)))
     con = duckdb.connect(result.store_path)
@@ -53,13 +55,13 @@ def test_engine_failure_marks_rows_failed_and_keeps_them(setup) -> None:  # noqa
     assert con.execute("SELECT max(n_failed) FROM v_leaderboard").fetchone()[0] == 4
 
 
-def test_retrieval_modes_are_settings_retrieved_once_per_question_and_mode(setup) -> None:  # noqa: ANN001
+def test_retrieval_modes_are_settings_retrieved_once_per_question_and_mode(setup: SweepSetup) -> None:
     config, components = setup
     comps = components()
     calls: list[tuple[str, str]] = []
     real = comps.retriever.retrieve
 
-    def counting(question: str, n: int, mode: str = "hybrid"):  # noqa: ANN202
+    def counting(question: str, n: int, mode: str = "hybrid") -> list[Hit]:
         calls.append((question, mode))
         return real(question, n, mode)
 
