@@ -6,76 +6,26 @@ deployments use); flags given on the command line override the file.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+import flows.cli_results  # noqa: F401  (registers report, gate, export and dataset)
 from corpus.errors import CribsheetError
+from flows.app import ConfigOption, app, error_message, prepare_environment
 from flows.terminal import (
     engine_log,
     err,
     fail,
     log_path,
     out,
-    print_decision,
     print_leaderboard,
     progress,
     seconds,
     show_path,
 )
-
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="Measure crib-sheet levers (rerank, compress, prefix cache) and store the evidence.",
-)
-ConfigOption = Annotated[
-    Path | None, typer.Option("--config", help="YAML file of this command's settings; flags override it.")
-]
-
-
-def _environment() -> None:
-    """Defaults for a quiet, offline, self-contained run; anything the user set wins."""
-    from eval.assets import default_cache_dir
-    from eval.runtime import quiet_offline_env
-
-    os.environ.setdefault("PREFECT_HOME", str(default_cache_dir() / "prefect"))
-    # Prefect creates only the last folder of its home; on a fresh machine the cache folder is missing too.
-    Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    # A fresh PREFECT_HOME migrates its database on the first start: on 2 busy cores that can pass 20 s.
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    # The CLI prints user errors itself on one line; Prefect would log each with a traceback first.
-    # Scheduled deployments run through a worker and keep Prefect's normal logging.
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
-    quiet_offline_env()
-
-
-def _error(exc: BaseException) -> str:
-    from pydantic import ValidationError
-
-    from flows.config import validation_message
-
-    if isinstance(exc, ValidationError):  # one line: "grid.retrievals.0: Input should be ..."
-        return "invalid option: " + validation_message(exc)
-    return str(exc)
-
-
-@app.command()
-def dataset(out_dir: Annotated[Path, typer.Option("--out", help="Folder for the files.")] = Path("datasets")) -> None:
-    """Build the bundled corpus and question sets from the installed packages."""
-    try:
-        from corpus.bundled import build_bundled
-
-        manifest = build_bundled(out_dir)
-    except CribsheetError as exc:
-        fail(str(exc))
-    for name, info in manifest["files"].items():
-        out.print(f"{out_dir / name}: {info['records']} records, sha256 {info['sha256'][:12]}")
-    show_path(out_dir / "MANIFEST.json")
 
 
 @app.command()
@@ -99,7 +49,7 @@ def index(
     rebuild: Annotated[bool | None, typer.Option(help="Rebuild from scratch even when nothing changed.")] = None,
 ) -> None:
     """Chunk, embed and index a corpus into LanceDB; re-running embeds only new or changed documents."""
-    _environment()
+    prepare_environment()
     from corpus.index import REPORT_FILE, IndexConfig
     from flows.config import given, load_config
     from flows.pipeline import index_flow
@@ -126,7 +76,7 @@ def index(
         with engine_log(log), progress():
             rep = index_flow(config)
     except (CribsheetError, ValueError) as exc:
-        fail(_error(exc))
+        fail(error_message(exc))
     for item in rep.skipped:
         err.print(f"  skipped {item.source}: {item.reason}", highlight=False, soft_wrap=True)
     what = "rebuilt" if rep.rebuilt else "synced"
@@ -173,7 +123,7 @@ def sweep(
     judge_model: Annotated[str | None, typer.Option(help="Judge model name at --judge-url.")] = None,
 ) -> None:
     """Run the grid of settings over a question set and store one row per question × setting."""
-    _environment()
+    prepare_environment()
     from eval.settings import SweepConfig
     from flows.config import given, load_config
     from flows.pipeline import sweep_flow
@@ -208,7 +158,7 @@ def sweep(
         with engine_log(log), progress():
             result = sweep_flow(config)
     except (CribsheetError, ValueError) as exc:
-        fail(_error(exc), log=log if log and log.exists() and log.stat().st_size else None)
+        fail(error_message(exc), log=log if log and log.exists() and log.stat().st_size else None)
     print_leaderboard(result.leaderboard, f"run {result.run_id}")
     err.print(f"engine log: {log}", highlight=False)
     show_path(config.store_path)
@@ -219,7 +169,7 @@ def warm(
     generator_model: Annotated[str | None, typer.Option(help="HF folder or hub id (default: bundled SmolLM2).")] = None,
 ) -> None:
     """Load the generator, run the stable prompt prefix cold then warm, and report the cache hit."""
-    _environment()
+    prepare_environment()
     from eval.assets import default_cache_dir
     from eval.components import build_generator
     from eval.generate import GeneratorConfig
@@ -241,77 +191,6 @@ def warm(
 
 
 @app.command()
-def report(
-    store: Annotated[Path, typer.Option(help="DuckDB results file.")],
-    run: Annotated[str | None, typer.Option(help="Run id (default: the latest run).")] = None,
-) -> None:
-    """Print the leaderboard of a run."""
-    from eval.store import DuckDBStore
-
-    try:
-        db = DuckDBStore(store, read_only=True)
-        run_id = run or db.latest_run()
-        if run_id is None:
-            fail(f"{store}: no runs stored yet")
-        print_leaderboard(db.leaderboard(run_id), f"run {run_id}")
-    except CribsheetError as exc:
-        fail(str(exc))
-
-
-@app.command()
-def gate(
-    config_file: ConfigOption = None,
-    store: Annotated[Path | None, typer.Option(help="DuckDB results file.")] = None,
-    baseline: Annotated[str | None, typer.Option(help="Baseline setting (name or hash).")] = None,
-    candidate: Annotated[str | None, typer.Option(help="Candidate setting (name or hash).")] = None,
-    policy: Annotated[Path | None, typer.Option(help="Gate policy YAML [policies/gate.yaml].")] = None,
-    run: Annotated[str | None, typer.Option(help="Run holding both settings (default: latest).")] = None,
-    baseline_run: Annotated[str | None, typer.Option(help="Run of the baseline, when runs differ.")] = None,
-    candidate_run: Annotated[str | None, typer.Option(help="Run of the candidate, when runs differ.")] = None,
-    report_file: Annotated[Path | None, typer.Option("--report", help="Markdown report path.")] = None,
-) -> None:
-    """May this setting ship? Exit 0 pass, 1 fail, 2 could not decide."""
-    _environment()
-    from eval.gate import GateRequest
-    from flows.config import given, load_config
-    from flows.pipeline import gate_flow
-
-    overrides = given(
-        store_path=store,
-        baseline=baseline,
-        candidate=candidate,
-        policy_path=policy,
-        run=run,
-        baseline_run=baseline_run,
-        candidate_run=candidate_run,
-        report_path=report_file,
-    )
-    try:
-        decision = gate_flow(load_config(GateRequest, config_file, overrides))
-    except (CribsheetError, ValueError) as exc:
-        fail(_error(exc))
-    print_decision(decision)
-    raise typer.Exit(decision.exit_code)
-
-
-@app.command()
-def export(
-    store: Annotated[Path, typer.Option(help="DuckDB results file.")],
-    parquet: Annotated[Path, typer.Option(help="Folder for one Parquet file per table.")],
-) -> None:
-    """Write every table of the results store as Parquet."""
-    from eval.store import DuckDBStore
-
-    try:
-        written = DuckDBStore(store, read_only=True).export_parquet(parquet)
-    except CribsheetError as exc:
-        fail(str(exc))
-    for path in written:
-        out.print(str(path))
-    show_path(parquet)
-
-
-@app.command()
 def demo(
     workdir: Annotated[Path, typer.Option(help="Where the index and results go.")] = Path("runs/demo"),
     datasets_dir: Annotated[Path, typer.Option("--datasets", help="Where the bundled dataset goes.")] = Path(
@@ -320,7 +199,7 @@ def demo(
     limit: Annotated[int | None, typer.Option(help="Only the first N demo questions.")] = None,
 ) -> None:
     """Bundled dataset -> index the whole corpus -> warm -> sweep the demo grid -> leaderboard."""
-    _environment()
+    prepare_environment()
     from flows.pipeline import demo_flow
 
     log = log_path(workdir, "demo")

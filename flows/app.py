@@ -1,0 +1,46 @@
+"""The `cribsheet` Typer app and what every command shares: the quiet offline environment, one-line errors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Measure crib-sheet levers (rerank, compress, prefix cache) and store the evidence.",
+)
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", help="YAML file of this command's settings; flags override it.")
+]
+
+
+def prepare_environment() -> None:
+    """Defaults for a quiet, offline, self-contained run; anything the user set wins."""
+    from eval.assets import default_cache_dir
+    from eval.runtime import quiet_offline_env
+
+    os.environ.setdefault("PREFECT_HOME", str(default_cache_dir() / "prefect"))
+    # Prefect creates only the last folder of its home; on a fresh machine the cache folder is missing too.
+    Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # A fresh PREFECT_HOME migrates its database on the first start: on 2 busy cores that can pass 20 s.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    # The CLI prints user errors itself on one line; Prefect would log each with a traceback first.
+    # Scheduled deployments run through a worker and keep Prefect's normal logging.
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
+    quiet_offline_env()
+
+
+def error_message(exc: BaseException) -> str:
+    """One line for a user error; a validation error lists each field with its problem."""
+    from pydantic import ValidationError
+
+    from flows.config import validation_message
+
+    if isinstance(exc, ValidationError):  # one line: "grid.retrievals.0: Input should be ..."
+        return "invalid option: " + validation_message(exc)
+    return str(exc)
