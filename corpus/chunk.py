@@ -62,11 +62,6 @@ class _Unit:
     paragraph_end: bool
 
 
-def split_sentences(text: str) -> list[str]:
-    """Sentences of a text (punctuation followed by a capital, digit or quote starts a new one)."""
-    return [text[s:e] for s, e, _ in sentence_spans(text)]
-
-
 def sentence_spans(text: str) -> list[tuple[int, int, bool]]:
     """(start, end, ends_paragraph) of each sentence, as character offsets into `text`."""
     spans: list[tuple[int, int, bool]] = []

@@ -9,7 +9,6 @@ that similarity alone misses. Each claim keeps its evidence: the best span and b
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 from pydantic import BaseModel
 
@@ -129,7 +128,3 @@ class ClaimChecker:
             )
         score = sum(v.supported for v in verdicts) / len(verdicts)
         return FaithfulnessResult(score=score, status="ok", claims=verdicts)
-
-    def check_many(self, pairs: Sequence[tuple[str, str]]) -> list[FaithfulnessResult]:
-        """Check (answer, context) pairs."""
-        return [self.check(a, c) for a, c in pairs]

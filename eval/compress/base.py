@@ -73,20 +73,19 @@ class CompressorDeps:
     """vLLM engine that scores tokens (engine-lingua): the generator's, or one for the compressor LM."""
     cache: CompressionCache | None = None
     load_prompt_compressor: PromptCompressorLoader | None = None
+    """Overrides how the llmlingua LM is loaded (tests)."""
     _loaded: dict[tuple[str, str, str], Any] = field(default_factory=dict)
 
-    def prompt_compressor(self, model: str | None, device: str, dtype: str) -> Any:
-        """The llmlingua LM for (model, device, dtype), loaded once and shared by the llmlingua family."""
+    def prompt_compressor(self, model: str | None, device: str, dtype: str, load: PromptCompressorLoader) -> Any:
+        """The llmlingua LM for (model, device, dtype), loaded once (by `load`, unless these deps carry their
+        own loader) and shared by the llmlingua family.
+        """
         name = model or self.default_model
         if name is None:
             raise CribsheetError("a compressor model (folder or hub id) is needed for llmlingua compressors")
         key = (name, device, dtype)
         if key not in self._loaded:
-            if self.load_prompt_compressor is None:
-                from eval.compress.lingua import load_prompt_compressor
-
-                self.load_prompt_compressor = load_prompt_compressor
-            self._loaded[key] = self.load_prompt_compressor(name, device, dtype)
+            self._loaded[key] = (self.load_prompt_compressor or load)(name, device, dtype)
         return self._loaded[key]
 
 

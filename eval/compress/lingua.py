@@ -200,14 +200,14 @@ class LongLLMLinguaCompressor:
 @COMPRESSORS.register("llmlingua", LLMLinguaConfig)
 def _llmlingua(config: LLMLinguaConfig, deps: CompressorDeps) -> Compressor:
     """LLMLingua per passage, query-agnostic, cached by content."""
-    pc = deps.prompt_compressor(config.model, config.device, config.dtype)
+    pc = deps.prompt_compressor(config.model, config.device, config.dtype, load_prompt_compressor)
     return LLMLinguaCompressor(deps.count_tokens, pc, window=config.agnostic_window, cache=deps.cache)
 
 
 @COMPRESSORS.register("longllmlingua", LongLLMLinguaConfig)
 def _longllmlingua(config: LongLLMLinguaConfig, deps: CompressorDeps) -> Compressor:
     """LongLLMLingua over the whole context, query-aware."""
-    pc = deps.prompt_compressor(config.model, config.device, config.dtype)
+    pc = deps.prompt_compressor(config.model, config.device, config.dtype, load_prompt_compressor)
     return LongLLMLinguaCompressor(
         deps.count_tokens, pc, window=config.aware_window, condition_compare=config.aware_condition_compare
     )
