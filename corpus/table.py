@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from corpus.chunk import ChunkerConfig
+from corpus.embed import EMBEDDERS
 from corpus.errors import CribsheetError
 from corpus.models import Chunk
 from corpus.sources import Skipped, SourceConfig
@@ -115,6 +116,15 @@ class IndexConfig(BaseModel):
     """How documents are cut into chunks."""
     options: IndexOptions = Field(default_factory=IndexOptions)
     """Knobs of the index writer."""
+
+    @field_validator("embedder")
+    @classmethod
+    def _registered_embedder(cls, value: str) -> str:
+        try:
+            EMBEDDERS.spec(value)
+        except CribsheetError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 def read_spec(path: Path) -> IndexSpec:

@@ -39,10 +39,10 @@ class LineReporter:
         self._done: set[str] = set()
 
     def __call__(self, stage: str, done: int, total: int) -> None:
-        """Record a tick; emit the stage's line when `done` reaches `total`."""
+        """Record a tick; emit the stage's line when `done` reaches `total` (total 0: not known yet)."""
         now = time.perf_counter()
         start = self._started.setdefault(stage, now)
-        if done >= total and stage not in self._done:
+        if 0 < total <= done and stage not in self._done:
             self._done.add(stage)
             self.emit(f"{stage}: {done}/{total} in {now - start:.1f} s")
 

@@ -101,6 +101,7 @@ def test_without_a_terminal_every_stage_logs_one_line_with_count_and_seconds() -
     for done in range(1, 4):
         reporter("retrieve", done, 3)
     reporter("retrieve", 3, 3)  # a repeated final tick does not log twice
+    reporter("index (documents)", 100, 0)  # a streaming stage whose total is not known yet
     reporter("setting none-k3", 4, 4)
     assert [line.split(" in ")[0] for line in lines] == ["retrieve: 3/3", "setting none-k3: 4/4"]
     assert all(line.endswith(" s") for line in lines)
