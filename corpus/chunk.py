@@ -81,6 +81,24 @@ def sentence_spans(text: str) -> list[tuple[int, int, bool]]:
     return spans
 
 
+def _merge_atomic(spans: list[tuple[int, int, bool]], atomic: Sequence[tuple[int, int]]) -> list[tuple[int, int, bool]]:
+    """Sentence spans with every span inside an atomic block merged into one (the block's own span)."""
+    if not atomic:
+        return spans
+    out: list[tuple[int, int, bool]] = []
+    blocks = sorted(atomic)
+    b = 0
+    for s, e, para in spans:
+        while b < len(blocks) and blocks[b][1] <= s:
+            b += 1
+        if b < len(blocks) and blocks[b][0] <= s and e <= blocks[b][1]:
+            if out and out[-1][0] >= blocks[b][0] and out[-1][1] <= blocks[b][1]:
+                out[-1] = (out[-1][0], e, para)
+                continue
+        out.append((s, e, para))
+    return out
+
+
 class SentenceChunker:
     """Packs whole sentences into chunks of at most `max_tokens`, breaking at paragraphs when full enough."""
 
@@ -91,7 +109,8 @@ class SentenceChunker:
     def chunk(self, docs: Iterable[Document]) -> Iterator[Chunk]:
         """Sentence- and paragraph-aligned chunks of at most `max_tokens` embedder tokens."""
         for doc in docs:
-            for position, (start, end) in enumerate(self.spans(doc.text)):
+            breaks = [start for start, _ in doc.sections]
+            for position, (start, end) in enumerate(self.spans(doc.text, breaks, doc.atomic)):
                 text = doc.text[start:end]
                 yield Chunk(
                     id=Chunk.make_id(doc.id, position, text),
@@ -101,10 +120,11 @@ class SentenceChunker:
                     char_start=start,
                     char_end=end,
                     text=text,
+                    section=doc.section_at(start),
                 )
 
-    def _units(self, text: str) -> list[_Unit]:
-        spans = sentence_spans(text)
+    def _units(self, text: str, atomic: Sequence[tuple[int, int]] = ()) -> list[_Unit]:
+        spans = _merge_atomic(sentence_spans(text), atomic)
         counts = self.count([text[s:e] for s, e, _ in spans]) if spans else []
         units: list[_Unit] = []
         for (s, e, para_end), n in zip(spans, counts, strict=True):
@@ -124,9 +144,14 @@ class SentenceChunker:
                 i = j
         return units
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
-        """(start, end) character spans of the chunks of `text`."""
+    def spans(
+        self, text: str, breaks: Sequence[int] = (), atomic: Sequence[tuple[int, int]] = ()
+    ) -> list[tuple[int, int]]:
+        """(start, end) character spans of the chunks of `text`; a chunk never crosses an offset in `breaks`
+        (section starts), and an `atomic` span (a code block, a table) stays in one chunk when it fits.
+        """
         cfg = self.config
+        pending_breaks = sorted(b for b in breaks if b > 0)
         out: list[tuple[int, int]] = []
         current: list[_Unit] = []
 
@@ -142,7 +167,13 @@ class SentenceChunker:
                 tail.insert(0, unit)
             current = tail
 
-        for unit in self._units(text):
+        for unit in self._units(text, atomic):
+            if pending_breaks and unit.start >= pending_breaks[0]:
+                while pending_breaks and unit.start >= pending_breaks[0]:
+                    pending_breaks.pop(0)
+                if current:  # a new section starts: close the chunk, carry no overlap across sections
+                    emit()
+                    current = []
             if current and sum(u.tokens for u in current) + unit.tokens > cfg.max_tokens:
                 emit()
                 while current and sum(u.tokens for u in current) + unit.tokens > cfg.max_tokens:

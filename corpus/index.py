@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 import uuid
@@ -19,6 +20,7 @@ from corpus.table import (
     REPORT_FILE,
     SPEC_KEY,
     TABLE,
+    DocCoverage,
     IndexConfig,
     IndexOptions,
     IndexReport,
@@ -44,6 +46,9 @@ __all__ = [
 ]
 
 
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
 def _sql_list(values: Iterable[str]) -> str:
     return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
 
@@ -56,6 +61,7 @@ def sync_index(
     options: IndexOptions | None = None,
     progress: Callable[[int, int], None] | None = None,
     skipped: Sequence[Skipped] = (),
+    extractors: dict[str, str] | None = None,
 ) -> IndexReport:
     """Bring the index at `path` in line with `docs`: embed only new or changed documents, drop deleted ones.
 
@@ -71,6 +77,7 @@ def sync_index(
         dim=embedder.dim,
         chunker=chunker.config.model_dump(),
         precision=getattr(embedder, "precision", "float32"),
+        extractors=extractors or {},
     )
     started = time.perf_counter()
     path = Path(path)
@@ -117,11 +124,12 @@ def _sync(
     seen: set[str] = set()
     pending: list[tuple[Document, str]] = []
     pending_chunks = 0
+    coverage: list[DocCoverage] = []
 
     def flush() -> None:
         nonlocal pending, pending_chunks
         if pending:
-            counts["chunks_written"] += _write_batch(table, schema, pending, chunker, embedder, existing)
+            counts["chunks_written"] += _write_batch(table, schema, pending, chunker, embedder, existing, coverage)
         pending, pending_chunks = [], 0
 
     for n, doc in enumerate(docs, start=1):
@@ -152,7 +160,11 @@ def _sync(
     if full or counts["added"] or counts["changed"] or gone:
         _refresh_indices(table, n_chunks, opts)
     has_ann = _has_vector_index(table)
+    low = sorted((c for c in coverage if c.coverage < opts.min_coverage), key=lambda c: (c.coverage, c.doc_id))
     return IndexReport(
+        parser_words=sum(c.parser_words for c in coverage),
+        indexed_words=sum(c.indexed_words for c in coverage),
+        low_coverage=low,
         path=str(path),
         spec=spec,
         version=table.version,
@@ -167,6 +179,23 @@ def _sync(
         unchanged=counts["unchanged"],
         chunks_written=counts["chunks_written"],
     )
+
+
+def document_coverage(doc: Document, spans: Sequence[tuple[int, int]]) -> DocCoverage:
+    """Words of `doc` that reached the index: the extractor's share (text kept / parser found) times the
+    chunker's (words of `doc.text` inside some chunk span / all its words).
+    """
+    covered = bytearray(len(doc.text))
+    for start, end in spans:
+        covered[start:end] = b"\x01" * (end - start)
+    total = inside = 0
+    for m in _WORD.finditer(doc.text):
+        total += 1
+        inside += covered[m.start()] if m.start() < len(covered) else 0
+    parser = doc.parser_words if doc.parser_words is not None else total
+    kept = doc.kept_words if doc.kept_words is not None else total
+    indexed = round(kept * (inside / total)) if total else 0
+    return DocCoverage(doc_id=doc.id, parser_words=parser, indexed_words=min(indexed, parser))
 
 
 def _doc_hashes(table: Any) -> dict[str, str]:
@@ -184,13 +213,16 @@ def _write_batch(
     chunker: Chunker,
     embedder: Embedder,
     existing: dict[str, str],
+    coverage: list[DocCoverage],
 ) -> int:
     import numpy as np
     import pyarrow as pa
 
     chunks: list[tuple[Chunk, Document, str]] = []
     for doc, digest in batch:
-        chunks.extend((c, doc, digest) for c in chunker.chunk([doc]))
+        mine = list(chunker.chunk([doc]))
+        coverage.append(document_coverage(doc, [(c.char_start, c.char_end) for c in mine]))
+        chunks.extend((c, doc, digest) for c in mine)
     texts = [indexed_text(c) for c, _, _ in chunks]
     vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32).reshape(len(chunks), embedder.dim)
     data = pa.Table.from_arrays(
@@ -203,6 +235,7 @@ def _write_batch(
             pa.array([c.char_start for c, _, _ in chunks], pa.int32()),
             pa.array([c.char_end for c, _, _ in chunks], pa.int32()),
             pa.array([c.text for c, _, _ in chunks]),
+            pa.array([c.section for c, _, _ in chunks]),
             pa.array(texts),
             pa.array([json.dumps(d.metadata, sort_keys=True, default=str) for _, d, _ in chunks]),
             pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), embedder.dim),

@@ -32,7 +32,7 @@ def iter_json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     with handle:
         for lineno, raw_line in enumerate(handle, start=1):
             try:
-                line = raw_line.decode("utf-8")
+                line = raw_line.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError:
                 raise InputFileError(path, "not valid UTF-8", lineno) from None
             if not line.strip():

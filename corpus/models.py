@@ -22,11 +22,31 @@ class Document(BaseModel):
     """Human title, prepended to every chunk so a chunk reads on its own."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Extra fields kept from the source (JSON-serialisable)."""
+    sections: list[tuple[int, str]] = Field(default_factory=list)
+    """(offset in `text`, section path) at every change of section (`a › b`); empty: no sections."""
+    atomic: list[tuple[int, int]] = Field(default_factory=list)
+    """(start, end) spans of `text` the chunker keeps whole when they fit (code blocks, tables)."""
+    parser_words: int | None = None
+    """Words the file's parser found (None: not from a parsed file, e.g. a JSONL record)."""
+    kept_words: int | None = None
+    """Of those, words that made it into `text`."""
 
     def content_hash(self) -> str:
         """sha256 of everything indexed from this document: a changed hash means re-embed it."""
-        payload = json.dumps([self.title, self.text, self.metadata], sort_keys=True, default=str)
+        parts: list[Any] = [self.title, self.text, self.metadata]
+        if self.sections:  # documents without structure keep the hash they always had
+            parts.append(self.sections)
+        payload = json.dumps(parts, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()
+
+    def section_at(self, offset: int) -> str:
+        """The section path at character `offset` of `text`."""
+        current = ""
+        for start, path in self.sections:
+            if start > offset:
+                break
+            current = path
+        return current
 
 
 class Chunk(BaseModel):
@@ -45,6 +65,13 @@ class Chunk(BaseModel):
     char_end: int = 0
     """Offset one past the chunk's last character; text == document.text[char_start:char_end]."""
     text: str
+    section: str = ""
+    """Section path of the chunk's first character (`math › isqrt`); empty when the source has none."""
+
+    @property
+    def heading(self) -> str:
+        """The title, and the section path when there is one."""
+        return f"{self.title} › {self.section}" if self.section and self.title else (self.section or self.title)
 
     @staticmethod
     def make_id(doc_id: str, position: int, text: str) -> str:
@@ -63,8 +90,15 @@ class Hit(BaseModel):
     title: str
     text: str
     score: float
+    section: str = ""
+    """Section path of the chunk inside its document."""
     vector: tuple[float, ...] | None = Field(default=None, repr=False, exclude=True)
     """The chunk's stored embedding (of `indexed_text`), when the retriever read it: rerankers reuse it."""
+
+    @property
+    def heading(self) -> str:
+        """What a prompt shows above the passage: the title, and the section path when there is one."""
+        return f"{self.title} › {self.section}" if self.section and self.title else (self.section or self.title)
 
 
 class Question(BaseModel):

@@ -13,7 +13,7 @@ from corpus.models import Hit
 
 RetrievalMode = Literal["hybrid", "vector", "fts"]
 RETRIEVAL_MODES: tuple[str, ...] = get_args(RetrievalMode)
-_COLUMNS = ["chunk_id", "doc_id", "title", "text", "vector"]
+_COLUMNS = ["chunk_id", "doc_id", "title", "text", "section", "vector"]
 
 
 class Retriever(Protocol):
@@ -79,6 +79,7 @@ class LanceRetriever:
                 doc_id=r["doc_id"],
                 title=r["title"],
                 text=r["text"],
+                section=r.get("section") or "",
                 score=sign * float(r[key]),
                 vector=tuple(r["vector"]),
             )

@@ -14,23 +14,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.errors import InputFileError
-from corpus.extract import html_to_text, markdown_to_text, rst_to_text
+from corpus.extract import DEFAULT_EXTENSIONS, EXTRACTORS, ExtractionError, Extractor, kept_share, render, words
 from corpus.load import iter_json_objects
 from corpus.models import Document
-
-TEXT_SUFFIXES = {
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".rst": "rst",
-    ".txt": "text",
-    ".html": "html",
-    ".htm": "html",
-}
 
 
 class SourceConfig(BaseModel):
@@ -48,6 +39,9 @@ class SourceConfig(BaseModel):
     """Extra columns kept with each document (JSONL/Parquet)."""
     max_file_bytes: int = Field(default=10_000_000, ge=1)
     """Files (folder mode) larger than this are skipped."""
+    extensions: dict[str, str] = Field(default_factory=dict)
+    """Folder mode: file extension -> registered extractor, over the defaults (e.g. `.txt: rst` for Sphinx
+    sources written as .txt)."""
     parquet_batch_rows: int = Field(default=2048, ge=1)
 
 
@@ -57,6 +51,8 @@ class Skipped(BaseModel):
     source: str
     """File path, with `:line` or `#row` for records."""
     reason: str
+    kind: Literal["filtered", "empty", "failed"] = "filtered"
+    """filtered: by policy (type, size, link); empty: no text by design; failed: could not be extracted."""
 
 
 class SkipLog:
@@ -65,9 +61,9 @@ class SkipLog:
     def __init__(self) -> None:
         self.items: list[Skipped] = []
 
-    def add(self, source: str, reason: str) -> None:
+    def add(self, source: str, reason: str, kind: Literal["filtered", "empty", "failed"] = "filtered") -> None:
         """Record one skipped input and why."""
-        self.items.append(Skipped(source=source, reason=reason))
+        self.items.append(Skipped(source=source, reason=reason, kind=kind))
 
 
 def iter_documents(config: SourceConfig, skips: SkipLog) -> Iterator[Document]:
@@ -154,6 +150,10 @@ def _iter_parquet(path: Path, config: SourceConfig, skips: SkipLog) -> Iterator[
 
 def _iter_tree(root: Path, config: SourceConfig, skips: SkipLog) -> Iterator[Document]:
     real_root = root.resolve()
+    extensions = DEFAULT_EXTENSIONS | {k.lower(): v for k, v in config.extensions.items()}
+    for name in set(extensions.values()):
+        EXTRACTORS.entry(name)  # an unknown extractor in the config is an error before any file is read
+    extractors: dict[str, Extractor] = {}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()
         here = Path(dirpath)
@@ -164,16 +164,28 @@ def _iter_tree(root: Path, config: SourceConfig, skips: SkipLog) -> Iterator[Doc
                 skips.add(str(sub), "symbolic link to a folder (not followed)")
         for name in sorted(filenames):
             file = here / name
-            doc = _read_file(file, real_root, root, config, skips)
+            kind = extensions.get(file.suffix.lower())
+            if kind is None:
+                skips.add(str(file), f"unsupported file type '{file.suffix or '(none)'}'")
+                continue
+            if kind not in extractors:
+                extractors[kind] = EXTRACTORS.build(EXTRACTORS.spec(kind), None)
+            doc = _read_file(file, real_root, root, config, extractors[kind], skips)
             if doc is not None:
                 yield doc
 
 
-def _read_file(file: Path, real_root: Path, root: Path, config: SourceConfig, skips: SkipLog) -> Document | None:
-    kind = TEXT_SUFFIXES.get(file.suffix.lower())
-    if kind is None:
-        skips.add(str(file), f"unsupported file type '{file.suffix or '(none)'}'")
-        return None
+def extractor_versions(config: SourceConfig) -> dict[str, str]:
+    """Extractor name -> parser version for every format a folder source reads (the index build spec)."""
+    if not Path(config.path).is_dir():
+        return {}
+    names = set((DEFAULT_EXTENSIONS | config.extensions).values())
+    return {name: EXTRACTORS.build(EXTRACTORS.spec(name), None).version for name in sorted(names)}
+
+
+def _read_file(
+    file: Path, real_root: Path, root: Path, config: SourceConfig, extractor: Extractor, skips: SkipLog
+) -> Document | None:
     try:
         target = file.resolve(strict=True)
     except (OSError, RuntimeError):
@@ -186,30 +198,30 @@ def _read_file(file: Path, real_root: Path, root: Path, config: SourceConfig, sk
     if size > config.max_file_bytes:
         skips.add(str(file), f"larger than {config.max_file_bytes} bytes ({size})")
         return None
-    data = target.read_bytes()
-    if b"\x00" in data[:8192]:
-        skips.add(str(file), "binary content")
-        return None
     try:
-        raw = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        skips.add(str(file), f"not valid UTF-8 (byte {exc.start})")
+        found = extractor.extract(target.read_bytes(), str(file))
+    except ExtractionError as exc:
+        skips.add(str(file), str(exc), "failed")
         return None
-    if kind == "html":
-        title, text = html_to_text(raw)
-    elif kind == "markdown":
-        title, text = markdown_to_text(raw)
-    elif kind == "rst":
-        title, text = rst_to_text(raw)
-    else:
-        title, text = "", raw.strip()
-    if not text.strip():
-        skips.add(str(file), "empty after text extraction")
+    except Exception as exc:  # a parser crash on one file is a skip with its reason, never a lost run
+        skips.add(str(file), f"{extractor.name} extractor crashed: {type(exc).__name__}: {exc}", "failed")
+        return None
+    rendered = render(found.blocks)
+    kept, total = kept_share(words(found.parser_text), words(rendered.text))
+    if not rendered.text.strip():
+        if total:
+            skips.add(str(file), f"extraction failure: the parser found {total} words, none were kept", "failed")
+        else:
+            skips.add(str(file), "no text in the document (empty by design)", "empty")
         return None
     rel = file.relative_to(root).as_posix()
     return Document(
         id=rel,
-        text=text,
-        title=title or file.stem.replace("_", " ").replace("-", " "),
-        metadata={"path": rel, "format": kind},
+        text=rendered.text,
+        title=found.title or file.stem.replace("_", " ").replace("-", " "),
+        metadata={"path": rel, "format": extractor.name},
+        sections=[s for s in rendered.sections if s[1]] if any(p for _, p in rendered.sections) else [],
+        atomic=rendered.atomic,
+        parser_words=total,
+        kept_words=kept,
     )

@@ -16,7 +16,7 @@ from corpus.sources import Skipped, SourceConfig
 
 TABLE = "chunks"
 SPEC_KEY = b"cribsheet.index_spec"
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3
 REPORT_FILE = "cribsheet-index-report.json"
 
 
@@ -31,6 +31,8 @@ class IndexSpec(BaseModel):
     format: int = INDEX_FORMAT
     precision: str = "float32"
     """The embedder's compute precision (bfloat16 vectors differ slightly from float32 ones)."""
+    extractors: dict[str, str] = Field(default_factory=dict)
+    """Extractor name -> parser and version (folder sources): a new parser version rebuilds the index."""
 
 
 class IndexOptions(BaseModel):
@@ -46,6 +48,23 @@ class IndexOptions(BaseModel):
     """LanceDB vector index kind (cosine distance)."""
     rebuild: bool = False
     """Rebuild from scratch even when the spec is unchanged."""
+    min_coverage: float = Field(default=0.95, ge=0.0, le=1.0)
+    """Documents whose indexed words fall below this share of their parser's words are listed in the report."""
+
+
+class DocCoverage(BaseModel):
+    """How much of one document's text reached the index."""
+
+    doc_id: str
+    parser_words: int
+    """Words the parser found (for a record without a parser: words of its text)."""
+    indexed_words: int
+    """Of those, words inside indexed chunks."""
+
+    @property
+    def coverage(self) -> float:
+        """Indexed / parser words (1.0 for a document without words)."""
+        return self.indexed_words / self.parser_words if self.parser_words else 1.0
 
 
 class IndexReport(BaseModel):
@@ -65,6 +84,17 @@ class IndexReport(BaseModel):
     n_chunks: int = 0
     ann_index: bool = False
     skipped: list[Skipped] = Field(default_factory=list)
+    parser_words: int = 0
+    """Words the parsers found in the documents (re)indexed by this sync."""
+    indexed_words: int = 0
+    """Of those, words that reached the index."""
+    low_coverage: list[DocCoverage] = Field(default_factory=list)
+    """Documents below `IndexOptions.min_coverage`, lowest first."""
+
+    @property
+    def coverage(self) -> float | None:
+        """Corpus-wide coverage of this sync (None: no document was (re)indexed)."""
+        return self.indexed_words / self.parser_words if self.parser_words else None
 
     @property
     def reused(self) -> bool:
@@ -73,8 +103,9 @@ class IndexReport(BaseModel):
 
 
 def indexed_text(chunk: Chunk) -> str:
-    """What is embedded and full-text indexed: the title makes a chunk self-describing."""
-    return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
+    """What is embedded and full-text indexed: the title (and section path) makes a chunk self-describing."""
+    heading = chunk.heading
+    return f"{heading}\n{chunk.text}" if heading else chunk.text
 
 
 def table_schema(spec: IndexSpec) -> Any:
@@ -91,6 +122,7 @@ def table_schema(spec: IndexSpec) -> Any:
             pa.field("char_start", pa.int32()),
             pa.field("char_end", pa.int32()),
             pa.field("text", pa.string()),
+            pa.field("section", pa.string()),
             pa.field("content", pa.string()),
             pa.field("metadata", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), spec.dim)),

@@ -41,7 +41,8 @@ RERANKERS: Registry[Reranker, RerankerDeps] = Registry("reranker")
 
 
 def _as_text(hit: Hit) -> str:
-    return indexed_text(Chunk(id=hit.chunk_id, doc_id=hit.doc_id, title=hit.title, position=0, text=hit.text))
+    chunk = Chunk(id=hit.chunk_id, doc_id=hit.doc_id, title=hit.title, position=0, text=hit.text, section=hit.section)
+    return indexed_text(chunk)
 
 
 class DenseReranker:

@@ -132,7 +132,8 @@ class _Sweep:
             rows = [d.row() for d in drafts]
             self.store.add_samples(rows, claims)
             n_rows += len(rows)
-            self.tick("settings", done, len(settings))
+            failed = sum(r.status != "ok" for r in rows)
+            self.tick(f"setting {done}/{len(settings)} {name} ({failed} failed)", len(rows), len(rows))
         fit = fit_prefill(probes)
         self.store.finish_run(
             self.run_id,
@@ -207,7 +208,7 @@ class _Sweep:
                 else (list(range(len(hits))) if len(comp.texts) == len(hits) else None)
             )
             order = arrange(len(comp.texts), setting.layout)
-            titles = [hits[kept[j]].title for j in order] if kept is not None else [""] * len(order)
+            titles = [hits[kept[j]].heading for j in order] if kept is not None else [""] * len(order)
             ids = [hits[kept[j]].chunk_id for j in order] if kept is not None else [h.chunk_id for h in hits]
             context = context_block(titles, [comp.texts[j] for j in order])
             realized = comp.ratio if comp.tokens_out else None

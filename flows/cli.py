@@ -43,6 +43,9 @@ def index(
     title_field: Annotated[str | None, typer.Option(help="JSONL/Parquet column holding the title [title].")] = None,
     metadata_field: Annotated[list[str], typer.Option(help="Extra column kept with each document; repeat.")] = [],  # noqa: B006
     max_file_bytes: Annotated[int | None, typer.Option(help="Folder mode: larger files are skipped [10 MB].")] = None,
+    extension: Annotated[
+        list[str], typer.Option(help="Folder mode: SUFFIX=EXTRACTOR, e.g. .txt=rst for Sphinx sources; repeat.")
+    ] = [],  # noqa: B006
     ann_threshold: Annotated[
         int | None, typer.Option(help="Build an ANN index from this many chunks [100000].")
     ] = None,
@@ -62,6 +65,7 @@ def index(
         title_field=title_field,
         metadata_fields=metadata_field,
         max_file_bytes=max_file_bytes,
+        extensions=dict(_suffix_pair(e) for e in extension),
     )
     for key, value in (
         ("source", source),
@@ -78,15 +82,34 @@ def index(
     except (CribsheetError, ValueError) as exc:
         fail(error_message(exc))
     for item in rep.skipped:
-        err.print(f"  skipped {item.source}: {item.reason}", highlight=False, soft_wrap=True)
+        err.print(f"  skipped ({item.kind}) {item.source}: {item.reason}", highlight=False, soft_wrap=True)
+    for low in rep.low_coverage[:20]:
+        err.print(
+            f"  low coverage {low.coverage:.0%} {low.doc_id}: {low.indexed_words} of {low.parser_words} words indexed",
+            highlight=False,
+            soft_wrap=True,
+        )
     what = "rebuilt" if rep.rebuilt else "synced"
+    coverage = (
+        f"coverage {rep.coverage:.1%} ({rep.indexed_words} of {rep.parser_words} words the parsers found), "
+        f"{len(rep.low_coverage)} documents below {config.options.min_coverage:.0%}"
+        if rep.coverage is not None
+        else "coverage n/a (no document re-indexed)"
+    )
     out.print(
         f"{what} in {rep.seconds:.1f} s: {rep.added} added, {rep.changed} changed, {rep.deleted} deleted, "
         f"{rep.unchanged} unchanged, {len(rep.skipped)} skipped; {rep.n_documents} documents, "
-        f"{rep.n_chunks} chunks, table version {rep.version}; report in {Path(rep.path) / REPORT_FILE}",
+        f"{rep.n_chunks} chunks, table version {rep.version}; {coverage}; report in {Path(rep.path) / REPORT_FILE}",
         highlight=False,
     )
     show_path(rep.path)
+
+
+def _suffix_pair(spec: str) -> tuple[str, str]:
+    suffix, sep, name = spec.partition("=")
+    if not sep or not suffix.startswith(".") or not name:
+        raise typer.BadParameter(f"'{spec}': expected SUFFIX=EXTRACTOR, e.g. .txt=rst")
+    return suffix.lower(), name
 
 
 def _parse_compression(spec: str) -> dict[str, Any]:

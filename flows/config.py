@@ -68,5 +68,5 @@ def load_config(model: type[M], path: Path | None = None, overrides: Mapping[str
 
 
 def given(**flags: Any) -> dict[str, Any]:
-    """The flags a user actually passed (None and empty lists mean "not given")."""
-    return {k: v for k, v in flags.items() if v is not None and v != []}
+    """The flags a user actually passed (None and empty lists or mappings mean "not given")."""
+    return {k: v for k, v in flags.items() if v is not None and not (isinstance(v, (list, dict)) and not v)}

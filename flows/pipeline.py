@@ -17,7 +17,7 @@ from corpus.chunk import SentenceChunker
 from corpus.embed import build_embedder
 from corpus.errors import CribsheetError
 from corpus.index import IndexConfig, IndexReport, sync_index
-from corpus.sources import SkipLog, SourceConfig, iter_documents
+from corpus.sources import SkipLog, SourceConfig, extractor_versions, iter_documents
 from eval.gate import GateDecision, GateRequest, run_gate
 from eval.runtime import quiet_offline_env
 from eval.settings import SweepConfig
@@ -55,6 +55,7 @@ def index_task(config: IndexConfig) -> IndexReport:
         config.options,
         progress=lambda done, total: report("index (documents)", done, total),
         skipped=skips.items,
+        extractors=extractor_versions(config.source),
     )
 
 

@@ -43,9 +43,14 @@ def test_folder_loader_extracts_text_and_titles(tree: Path) -> None:
     assert set(by_id) == {"guide/intro.md", "notes.rst", "plain.txt", "page.html"}
     md = by_id["guide/intro.md"]
     assert md.title == "Getting started"
-    assert "Install with pip. See the docs." in md.text and "code here" not in md.text and "**" not in md.text
+    assert "Install with pip. See the docs." in md.text and "**" not in md.text
+    # Code blocks and list items are kept as blocks of their own (the chunker keeps code whole).
+    assert "\n\ncode here\n\n- one item" in md.text and md.atomic == [
+        (md.text.index("code here"), md.text.index("code here") + 9)
+    ]
     rst = by_id["notes.rst"]
-    assert rst.title == "Release notes" and "hidden directive" not in rst.text and "Version 2 adds sync." in rst.text
+    # Directive content is text like any other: a note is kept, labelled.
+    assert rst.title == "Release notes" and "Note: hidden directive" in rst.text and "Version 2 adds sync." in rst.text
     html = by_id["page.html"]
     assert html.title == "Home page" and html.text == "Hello world\n\nSecond para"
     assert by_id["plain.txt"].title == "plain" and by_id["plain.txt"].metadata == {
@@ -69,7 +74,8 @@ def test_bad_files_in_a_folder_are_skipped_with_reasons(tree: Path, tmp_path: Pa
     reasons = {Path(s.source).name: s.reason for s in skips.items}
     assert reasons["image.txt"] == "binary content"
     assert reasons["latin1.txt"].startswith("not valid UTF-8")
-    assert reasons["empty.md"] == "empty after text extraction"
+    assert reasons["empty.md"] == "no text in the document (empty by design)"
+    assert {s.kind for s in skips.items if Path(s.source).name == "empty.md"} == {"empty"}
     assert reasons["big.txt"].startswith("larger than 1000 bytes")
     assert reasons["data.csv"] == "unsupported file type '.csv'"
     assert reasons["link.txt"] == "symbolic link leads outside the corpus root"
