@@ -60,6 +60,8 @@ VERSION_LABELS = {
     "deprecated": "Deprecated since version",
     "versionremoved": "Removed in version",
 }
+SPHINX_OVER_DOCUTILS = {"class"}
+"""Names docutils defines differently (its `class` sets attributes; Sphinx's documents a Python class)."""
 ADMONITIONS = {
     "note",
     "warning",
@@ -143,7 +145,7 @@ def _sphinx_tolerant() -> Iterator[None]:
     real_directive, real_role = directives.directive, roles.role
 
     def directive(name: str, language: Any, document: Any) -> tuple[Any, list[Any]]:
-        if name in CODE_DIRECTIVES | DROPPED_DIRECTIVES | set(VERSION_LABELS) or name == "code":
+        if name in CODE_DIRECTIVES | DROPPED_DIRECTIVES | set(VERSION_LABELS) | SPHINX_OVER_DOCUTILS:
             return generic, []
         found, messages = real_directive(name, language, document)
         return (found or generic), []
@@ -181,7 +183,12 @@ class _Walker:
     def walk(self, node: Any, prefix: str = "") -> None:
         n = self.nodes
         for child in node.children:
-            if isinstance(child, (n.comment, n.system_message, n.substitution_definition, n.target, n.raw, n.pending)):
+            if isinstance(child, n.system_message):
+                # A directive that failed is kept as its source text (a literal block in the message).
+                for block in child.findall(n.literal_block):
+                    self.add(block.astext(), "code")
+                continue
+            if isinstance(child, (n.comment, n.substitution_definition, n.target, n.raw, n.pending)):
                 continue
             if isinstance(child, n.section):
                 title = child.next_node(n.title)
@@ -239,10 +246,14 @@ def _parser_text(doctree: Any) -> str:
     skip = (nodes.comment, nodes.system_message, nodes.substitution_definition, nodes.raw, nodes.pending)
     out = []
     for text in doctree.findall(nodes.Text):
-        parent = text.parent
-        while parent is not None and not isinstance(parent, skip):
+        parent, kept = text.parent, True
+        while parent is not None:
+            if isinstance(parent, skip):
+                # The source of a failed directive is text the parser found; the message itself is not.
+                kept = isinstance(parent, nodes.system_message) and isinstance(text.parent, nodes.literal_block)
+                break
             parent = parent.parent
-        if parent is None:
+        if kept:
             out.append(str(text))
     return " ".join(out)
 

@@ -239,3 +239,15 @@ def test_section_path_goes_from_the_file_to_the_chunk_hit_and_prompt_title(tmp_p
     hits = LanceRetriever(tmp_path / "i", HashEmbedder()).retrieve("Details here", 10, "fts")
     hit = next(h for h in hits if "Details here." in h.text)
     assert hit.section == "Guide › Sub" and hit.heading == "Guide › Guide › Sub"
+
+
+def test_sphinx_class_directive_and_a_failed_directive_keep_their_text() -> None:
+    """docutils' own `class` directive would reject a Python signature and swallow the whole class body."""
+    found = extract(
+        "rst",
+        ".. class:: Client(a=1, *, b=None)\n\n   A test client that keeps its body.\n\n"
+        ".. figure:: missing.png\n   :bogus: 1\n\n   Caption of a broken figure.\n",
+    )
+    text = render(found.blocks).text
+    assert "Client(a=1, *, b=None)" in text and "A test client that keeps its body." in text
+    assert "Caption of a broken figure." in text and "Caption of a broken figure." in found.parser_text
