@@ -50,13 +50,17 @@ def build_generator(config: GeneratorConfig) -> Generator:
     return GENERATORS.build(GENERATORS.spec(config.name, config.model_dump()), deps)
 
 
-def _scorer(config: SweepConfig, generator: Generator, names: set[str]) -> TokenScorer | None:
-    """The engine that scores tokens for engine-lingua: the generator's own, unless `compressor.model` names
-    another LM (a small scorer in front of a big generator), which then gets an engine of its own.
-    """
-    if "engine-lingua" in names and config.compressor.model not in (None, config.generator.model):
-        generator = build_generator(config.generator.model_copy(update={"model": config.compressor.model}))
-    return generator if isinstance(generator, TokenScorer) else None
+def _scorer(config: SweepConfig, generator: Generator, names: set[str]) -> tuple[TokenScorer | None, str | None]:
+    """The engine that scores tokens for engine-lingua, and its model: the generator's own, unless
+    `compressor.model` names another LM (a small scorer in front of a big generator), which then gets an
+    engine of its own."""
+    if "engine-lingua" not in names:
+        return (generator if isinstance(generator, TokenScorer) else None), None
+    model = config.generator.model or (bundled_model() if config.generator.name == "vllm" else None)
+    if config.compressor.model not in (None, config.generator.model):
+        model = config.compressor.model
+        generator = build_generator(config.generator.model_copy(update={"model": model}))
+    return (generator if isinstance(generator, TokenScorer) else None), model
 
 
 def build_components(config: SweepConfig, settings: Sequence[Setting]) -> Components:
@@ -67,13 +71,14 @@ def build_components(config: SweepConfig, settings: Sequence[Setting]) -> Compon
     retriever = LanceRetriever(config.index_path, embedder, version=config.index_version)
     generator = build_generator(config.generator)
     compressor_names = {s.compressor for s in settings}
-    scorer = _scorer(config, generator, compressor_names)
+    scorer, scorer_model = _scorer(config, generator, compressor_names)
     needs_lm = not config.compressor.model and compressor_names & {"llmlingua", "longllmlingua"}
     cdeps = CompressorDeps(
         count_tokens=generator.count_tokens,
         default_model=bundled_model() if needs_lm else None,
         embedder=embedder,
         scorer=scorer,
+        scorer_model=scorer_model,
         cache=LanceCompressionCache(config.index_path),
     )
     compressors = {

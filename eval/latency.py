@@ -19,13 +19,18 @@ def probe_drafts(drafts: Sequence[SampleDraft], probe_ids: set[str], generator: 
             continue
         p = generator.probe(draft.prompt)
         r, c = draft.retrieval, draft.compression
-        build = (r.retrieve_seconds or 0.0) + (r.rerank_seconds or 0.0) + ((c.compress_seconds if c else 0.0) or 0.0)
+        lookup = (r.retrieve_seconds or 0.0) + (r.rerank_seconds or 0.0)
+        paid = (c.compress_seconds if c else 0.0) or 0.0
+        cold = (c.compress_cold_seconds if c else 0.0) or 0.0
+        ttft = p.ttft_s
         draft.probe = ProbePart(
-            probe_ttft_s=p.ttft_s,
+            probe_ttft_s=ttft,
             probe_prefill_s=p.prefill_s,
             probe_decode_s=p.decode_s,
             probe_cached_tokens=p.cached_tokens,
-            e2e_latency_s=build + p.ttft_s if p.ttft_s is not None else None,
+            e2e_latency_s=lookup + paid + ttft if ttft is not None else None,
+            e2e_cold_s=lookup + cold + ttft if ttft is not None else None,
+            e2e_paid_s=lookup + paid + ttft if ttft is not None else None,
         )
         if p.prefill_s is not None:
             points.append((p.prompt_tokens - p.cached_tokens, p.prefill_s))

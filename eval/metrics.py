@@ -105,7 +105,10 @@ DIRECTIONS: dict[str, bool] = {
     "ttft_s": False,
     "probe_ttft_s": False,
     "e2e_latency_s": False,
+    "e2e_cold_s": False,
+    "e2e_paid_s": False,
     "prompt_tokens": False,
     "compress_seconds": False,
+    "compress_cold_seconds": False,
 }
 """Direction of every stored column a gate may compare (True: higher is better)."""

@@ -82,7 +82,7 @@ class SampleRow(Row):
     ratio_gap: float | None = None
     """(realized - requested) / requested compression ratio."""
     compress_seconds: float | None = None
-    """Compressor seconds this request paid (0 when every passage came from the agnostic cache)."""
+    """Paid cost: compressor seconds this request spent, cache lookups included (a cache hit costs ~0)."""
     compress_calls: int | None = None
     """Compressor model invocations made for this request (0: all reused)."""
     retrieve_seconds: float | None = None
@@ -118,6 +118,14 @@ class SampleRow(Row):
     status: str
     """ok | failed; a failed sample is a row with NULL metrics and an error, never a gap."""
     error: str | None = None
+    compress_cold_seconds: float | None = None
+    """Cold cost: what computing this sample's compression costs without any cache (each cached passage's
+    cost as measured when it was computed), whatever ran before; equals the paid cost for query-aware
+    compressors."""
+    e2e_cold_s: float | None = None
+    """retrieve + rerank + cold compressor cost + probe TTFT: the whole bill of a request nothing was cached for."""
+    e2e_paid_s: float | None = None
+    """retrieve + rerank + paid compressor cost + probe TTFT: the bill of this request given the cache."""
 
 
 class SettingRow(Row):

@@ -59,6 +59,7 @@ class CompressionPart(Part):
     ratio_gap: float | None = None
     compress_seconds: float | None = None
     compress_calls: int | None = None
+    compress_cold_seconds: float | None = None
 
 
 class GenerationPart(Part):
@@ -99,6 +100,8 @@ class ProbePart(Part):
     probe_decode_s: float | None = None
     probe_cached_tokens: int | None = None
     e2e_latency_s: float | None = None
+    e2e_cold_s: float | None = None
+    e2e_paid_s: float | None = None
 
 
 @dataclass(slots=True)

@@ -193,7 +193,7 @@ class SweepConfig(BaseModel):
     """Use only the first N questions (None = all)."""
     judge: JudgeConfig | None = None
     """An OpenAI-compatible judge model for ragas Faithfulness, in addition to the offline checker."""
-    probe_questions: int = Field(default=8, ge=0)
+    probe_questions: int = Field(default=30, ge=0)
     """Questions (lowest sha256 of id) also run alone per setting for the latency truth."""
 
     @field_validator("embedder")

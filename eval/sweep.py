@@ -221,6 +221,7 @@ class _Sweep:
                 ratio_gap=(realized - setting.target_ratio) / setting.target_ratio if realized else None,
                 compress_seconds=comp.seconds,
                 compress_calls=comp.calls,
+                compress_cold_seconds=comp.seconds if comp.cold_seconds is None else comp.cold_seconds,
             )
             draft.prompt = layout.render(context, q.question)
             self.tick(f"compress {setting.name}", i, len(self.questions))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -95,9 +96,10 @@ class HalvingCompressor(CachedAgnosticCompressor):
 
     name = "halving"
 
-    def __init__(self, fail_on: str | None = None, cache: CompressionCache | None = None) -> None:
+    def __init__(self, fail_on: str | None = None, cache: CompressionCache | None = None, delay_s: float = 0.0) -> None:
         super().__init__(count_words, cache)
         self.fail_on = fail_on
+        self.delay_s = delay_s
         self.compressed: list[str] = []
 
     def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
@@ -107,6 +109,7 @@ class HalvingCompressor(CachedAgnosticCompressor):
 
     def _compress_many(self, passages: list[str], ratio: float) -> list[str]:
         self.compressed.extend(passages)
+        time.sleep(self.delay_s * len(passages))  # a compressor that costs something, per passage
         return [" ".join(p.split()[::2]) for p in passages]
 
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from corpus.embed import Embedder
 from corpus.errors import CribsheetError
 from corpus.registry import NoConfig, Registry
-from eval.compress.cache import CompressionCache, MemoryCache, cache_key
+from eval.compress.cache import Cached, CompressionCache, MemoryCache, cache_key
 from eval.generate import TokenScorer
 
 
@@ -26,7 +26,10 @@ class CompressionResult(BaseModel):
     tokens_in: int
     tokens_out: int
     seconds: float
-    """Compressor wall time spent for this context (0 when every piece came from the cache)."""
+    """Paid cost: wall time this request spent in the compressor, cache lookups included."""
+    cold_seconds: float | None = None
+    """Cold cost: what computing this context's compression costs without any cache (the cached passages'
+    costs as measured when they were computed); None: same as `seconds` (no cache involved)."""
     calls: int = 0
     """Compressor model invocations made for this context (0: everything came from the cache)."""
     kept: list[int] | None = None
@@ -71,6 +74,8 @@ class CompressorDeps:
     embedder: Embedder | None = None
     scorer: TokenScorer | None = None
     """vLLM engine that scores tokens (engine-lingua): the generator's, or one for the compressor LM."""
+    scorer_model: str | None = None
+    """The model the scorer runs (part of engine-lingua's cache identity)."""
     cache: CompressionCache | None = None
     load_prompt_compressor: PromptCompressorLoader | None = None
     """Overrides how the llmlingua LM is loaded (tests)."""
@@ -120,16 +125,19 @@ def _none(config: NoConfig, deps: CompressorDeps) -> Compressor:
 class CachedAgnosticCompressor:
     """Base of query-agnostic compressors: each passage is compressed alone, once, and cached by content.
 
-    Because the result does not depend on the question, a passage seen before costs nothing: with a
-    persistent cache, not even in the next run.
+    Because the result does not depend on the question, a passage seen before costs nothing to this request
+    (its paid cost); its cold cost, kept with the cached entry, still counts what computing it cost, so the
+    bill of a setting does not depend on which settings ran before it or on an earlier run.
     """
 
     name = "agnostic"
     query_aware = False
 
-    def __init__(self, count_tokens: TokenCounter, cache: CompressionCache | None = None) -> None:
+    def __init__(self, count_tokens: TokenCounter, cache: CompressionCache | None = None, identity: str = "") -> None:
         self.count = count_tokens
         self.cache: CompressionCache = cache or MemoryCache()
+        self.identity = identity or self.name
+        """Content address of this compressor (name, config, model and weights, code): part of every key."""
         self.calls = 0
 
     def _compress_many(self, passages: list[str], ratio: float) -> list[str]:
@@ -138,22 +146,30 @@ class CachedAgnosticCompressor:
     def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
         """Compress each passage alone, reusing cached ones; the question is ignored."""
         start = time.perf_counter()
-        keys = [cache_key(self.name, ratio, p) for p in passages]
+        keys = [cache_key(self.identity, ratio, p) for p in passages]
         found = {k: self.cache.get(k) for k in keys}
         missing = list(dict.fromkeys(p for p, k in zip(passages, keys, strict=True) if found[k] is None))
         if missing:
             self.calls += len(missing)
-            fresh = dict(
-                zip((cache_key(self.name, ratio, p) for p in missing), self._compress_many(missing, ratio), strict=True)
-            )
+            t0 = time.perf_counter()
+            texts = self._compress_many(missing, ratio)
+            spent = time.perf_counter() - t0
+            # A batch's time is shared by its passages in proportion to their tokens.
+            sizes = [max(self.count(p), 1) for p in missing]
+            fresh = {
+                cache_key(self.identity, ratio, p): Cached(t, spent * n / sum(sizes))
+                for p, t, n in zip(missing, texts, sizes, strict=True)
+            }
             self.cache.put_many(fresh)
             found.update(fresh)
-        texts = [found[k] or "" for k in keys]
+        entries = [found[k] for k in keys]
+        out = [e.text if e else "" for e in entries]
         return CompressionResult(
-            texts=texts,
+            texts=out,
             tokens_in=sum(self.count(p) for p in passages),
-            tokens_out=sum(self.count(t) for t in texts),
-            seconds=time.perf_counter() - start if missing else 0.0,
+            tokens_out=sum(self.count(t) for t in out),
+            seconds=time.perf_counter() - start,
+            cold_seconds=sum(e.seconds for e in entries if e),
             calls=len(missing),
         )
 

@@ -1,28 +1,39 @@
-"""Query-agnostic compressions, computed once per (compressor, ratio, passage text) and reused forever."""
+"""Query-agnostic compressions, computed once per content address and reused forever, each kept with what
+computing it cost (its cold cost), so a request served from the cache can still report the whole bill."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-TABLE = "compressions"
+TABLE = "compressions_v2"
+"""v2: keys are content addresses over the compressor's identity; entries carry their cold cost."""
 
 
-def cache_key(compressor: str, ratio: float, text: str) -> str:
-    """Content key: the same passage compressed the same way is the same entry in every run."""
-    return hashlib.sha256(f"{compressor}\x1f{ratio:g}\x1f{text}".encode()).hexdigest()
+class Cached(NamedTuple):
+    """One cached compression."""
+
+    text: str
+    seconds: float
+    """What computing it cost when it was computed (its share of the batch it was computed in)."""
+
+
+def cache_key(identity: str, ratio: float, text: str) -> str:
+    """Content key over the compressor's identity (`eval.compress.identity`), the ratio and the text: the same
+    passage compressed the same way is the same entry in every run, and nothing else is."""
+    return hashlib.sha256(f"{identity}\x1f{ratio:g}\x1f{text}".encode()).hexdigest()
 
 
 class CompressionCache(Protocol):
-    """Maps cache keys to compressed passage text."""
+    """Maps cache keys to compressed passages."""
 
-    def get(self, key: str) -> str | None:
-        """The cached text of `key`, or None."""
+    def get(self, key: str) -> Cached | None:
+        """The cached entry of `key`, or None."""
         ...
 
-    def put_many(self, items: Mapping[str, str]) -> None:
+    def put_many(self, items: Mapping[str, Cached]) -> None:
         """Add entries."""
         ...
 
@@ -35,13 +46,13 @@ class MemoryCache:
     """A dict: one process, gone at exit."""
 
     def __init__(self) -> None:
-        self.items: dict[str, str] = {}
+        self.items: dict[str, Cached] = {}
 
-    def get(self, key: str) -> str | None:
-        """The cached text of `key`, or None."""
+    def get(self, key: str) -> Cached | None:
+        """The cached entry of `key`, or None."""
         return self.items.get(key)
 
-    def put_many(self, items: Mapping[str, str]) -> None:
+    def put_many(self, items: Mapping[str, Cached]) -> None:
         """Add entries."""
         self.items.update(items)
 
@@ -51,7 +62,7 @@ class MemoryCache:
 
 
 class LanceCompressionCache:
-    """A `compressions` table next to the chunks in the index's LanceDB folder.
+    """A `compressions_v2` table next to the chunks in the index's LanceDB folder.
 
     Entries are loaded once and new ones are written with one merge per `flush`, so a reader
     never sees half a batch; entries are keyed by content, so concurrent writers cannot conflict.
@@ -61,23 +72,31 @@ class LanceCompressionCache:
         import lancedb
         import pyarrow as pa
 
-        self._schema = pa.schema([pa.field("key", pa.string()), pa.field("text", pa.string())])
+        self._schema = pa.schema(
+            [pa.field("key", pa.string()), pa.field("text", pa.string()), pa.field("seconds", pa.float64())]
+        )
         db = lancedb.connect(str(index_path))
         try:
             self.table: Any = db.open_table(TABLE)
         except (ValueError, FileNotFoundError):
             self.table = db.create_table(TABLE, schema=self._schema, exist_ok=True)
         rows = self.table.to_arrow() if self.table.count_rows() else None
-        self.items: dict[str, str] = (
-            dict(zip(rows.column("key").to_pylist(), rows.column("text").to_pylist(), strict=True)) if rows else {}
-        )
-        self.pending: dict[str, str] = {}
+        self.items: dict[str, Cached] = {}
+        if rows is not None:
+            for key, text, seconds in zip(
+                rows.column("key").to_pylist(),
+                rows.column("text").to_pylist(),
+                rows.column("seconds").to_pylist(),
+                strict=True,
+            ):
+                self.items[key] = Cached(text, seconds)
+        self.pending: dict[str, Cached] = {}
 
-    def get(self, key: str) -> str | None:
-        """The cached text of `key`, or None."""
+    def get(self, key: str) -> Cached | None:
+        """The cached entry of `key`, or None."""
         return self.items.get(key)
 
-    def put_many(self, items: Mapping[str, str]) -> None:
+    def put_many(self, items: Mapping[str, Cached]) -> None:
         """Add entries, written at the next `flush`."""
         self.items.update(items)
         self.pending.update(items)
@@ -88,7 +107,14 @@ class LanceCompressionCache:
 
         if not self.pending:
             return 0
-        data = pa.table({"key": list(self.pending), "text": list(self.pending.values())}, schema=self._schema)
+        data = pa.table(
+            {
+                "key": list(self.pending),
+                "text": [c.text for c in self.pending.values()],
+                "seconds": [c.seconds for c in self.pending.values()],
+            },
+            schema=self._schema,
+        )
         self.table.merge_insert("key").when_not_matched_insert_all().execute(data)
         n = len(self.pending)
         self.pending = {}

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from corpus.errors import CribsheetError
 from eval.compress.base import COMPRESSORS, CachedAgnosticCompressor, Compressor, CompressorDeps, TokenCounter
 from eval.compress.cache import CompressionCache
+from eval.compress.identity import code_version, compressor_identity
 from eval.generate import TokenScorer
 
 
@@ -41,8 +42,9 @@ class EngineLinguaCompressor(CachedAgnosticCompressor):
         scorer: TokenScorer,
         keep_numbers: bool = True,
         cache: CompressionCache | None = None,
+        identity: str = "",
     ) -> None:
-        super().__init__(count_tokens, cache)
+        super().__init__(count_tokens, cache, identity)
         self.scorer = scorer
         self.keep_numbers = keep_numbers
 
@@ -87,4 +89,6 @@ def _engine_lingua(config: EngineLinguaConfig, deps: CompressorDeps) -> Compress
     """Word pruning scored by the vLLM engine, query-agnostic, cached by content."""
     if deps.scorer is None:
         raise CribsheetError("compressor 'engine-lingua' needs a vLLM engine that scores tokens")
-    return EngineLinguaCompressor(deps.count_tokens, deps.scorer, config.keep_numbers, cache=deps.cache)
+    code = code_version(EngineLinguaCompressor, CachedAgnosticCompressor)
+    identity = compressor_identity("engine-lingua", config.model_dump(), deps.scorer_model, code)
+    return EngineLinguaCompressor(deps.count_tokens, deps.scorer, config.keep_numbers, deps.cache, identity)

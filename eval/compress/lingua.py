@@ -20,6 +20,7 @@ from eval.compress.base import (
     TokenCounter,
 )
 from eval.compress.cache import CompressionCache
+from eval.compress.identity import code_version, compressor_identity
 
 
 class LinguaLMConfig(BaseModel):
@@ -132,8 +133,9 @@ class LLMLinguaCompressor(CachedAgnosticCompressor):
         prompt_compressor: Any,
         window: int = 16,
         cache: CompressionCache | None = None,
+        identity: str = "",
     ) -> None:
-        super().__init__(count_tokens, cache)
+        super().__init__(count_tokens, cache, identity)
         self.pc = prompt_compressor
         self.window = window
 
@@ -200,8 +202,12 @@ class LongLLMLinguaCompressor:
 @COMPRESSORS.register("llmlingua", LLMLinguaConfig)
 def _llmlingua(config: LLMLinguaConfig, deps: CompressorDeps) -> Compressor:
     """LLMLingua per passage, query-agnostic, cached by content."""
+    model = config.model or deps.default_model
     pc = deps.prompt_compressor(config.model, config.device, config.dtype, load_prompt_compressor)
-    return LLMLinguaCompressor(deps.count_tokens, pc, window=config.agnostic_window, cache=deps.cache)
+    identity = compressor_identity(
+        "llmlingua", config.model_dump(), model, code_version(LLMLinguaCompressor, CachedAgnosticCompressor)
+    )
+    return LLMLinguaCompressor(deps.count_tokens, pc, config.agnostic_window, deps.cache, identity)
 
 
 @COMPRESSORS.register("longllmlingua", LongLLMLinguaConfig)

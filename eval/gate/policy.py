@@ -27,7 +27,7 @@ class LatencyRule(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    metric: str = "ttft_s"
+    metric: str = "e2e_cold_s"
     min_speedup: float = Field(default=1.0, gt=0.0)
     tolerance: float = Field(default=0.05, ge=0.0, lt=1.0)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 from corpus.embed import bundled_minilm_path
 from corpus.models import Hit
 from eval.compress import EngineLinguaCompressor, ExtractiveCompressor
-from eval.compress.cache import LanceCompressionCache, MemoryCache, cache_key
+from eval.compress.cache import Cached, LanceCompressionCache, MemoryCache, cache_key
 from eval.latency import fit_prefill
 from eval.prompt import PromptLayout, arrange
 from eval.rerank import CrossEncoderReranker, QueryLikelihoodReranker, RerankerDeps, build_reranker
@@ -146,7 +148,7 @@ def test_engine_lingua_prunes_words_to_budget_keeping_numbers() -> None:
 def test_agnostic_compression_reused_across_settings_and_runs(tmp_path: Path, setup: SweepSetup) -> None:
     config, components = setup
     index_cache = LanceCompressionCache(config.index_path)
-    first = HalvingCompressor(cache=index_cache)
+    first = HalvingCompressor(cache=index_cache, delay_s=0.01)
     result = run_sweep(config, components(halving=first))
     con = duckdb.connect(result.store_path)
     texts = con.execute(
@@ -160,16 +162,26 @@ def test_agnostic_compression_reused_across_settings_and_runs(tmp_path: Path, se
         0
     ] == len(first.compressed)
     con.close()
-    second = HalvingCompressor(cache=LanceCompressionCache(config.index_path))  # a new process, same index
+    second = HalvingCompressor(cache=LanceCompressionCache(config.index_path), delay_s=0.01)  # a new process
     again = run_sweep(config, components(halving=second))
     con = duckdb.connect(again.store_path)
     assert second.compressed == []
-    calls, secs = con.execute(
-        "SELECT sum(compress_calls), sum(compress_seconds) FROM samples WHERE run_id = ? AND compressor='halving'",
+    bills = con.execute(
+        "SELECT run_id = ? AS rerun, top_k, question_id, compress_calls, compress_seconds, compress_cold_seconds, "
+        "context_chunk_ids FROM samples WHERE compressor = 'halving' ORDER BY ALL",
         [again.run_id],
-    ).fetchone()
-    assert (calls, secs) == (0, 0.0)
-    assert index_cache.get(cache_key("halving", 2.0, first.compressed[0])) is not None
+    ).fetchall()
+    con.close()
+    first_run = {(k, q): (paid, cold) for rerun, k, q, _, paid, cold, _ in bills if not rerun}
+    for rerun, k, q, calls, paid, cold, ids in bills:
+        n = len(json.loads(ids))
+        # The cold cost counts every passage (~10 ms each), whichever setting or run computed it first ...
+        assert cold == pytest.approx(0.01 * n, abs=0.004 * n), (k, q, cold)
+        assert cold == pytest.approx(first_run[k, q][1], rel=1e-9)
+        if rerun:  # ... the paid cost is what this request spent: lookups only, once cached
+            assert calls == 0 and paid < 0.002 * n
+    # top-3 after top-1 paid only for passages 2-3 in the first run, but its cold cost is the full bill.
+    assert index_cache.get(cache_key(first.identity, 2.0, first.compressed[0])) is not None
 
 
 def test_realized_ratio_and_gap_recorded(setup: SweepSetup) -> None:
@@ -234,8 +246,8 @@ def test_fit_prefill_recovers_coefficients() -> None:
 
 def test_memory_cache_roundtrip() -> None:
     cache = MemoryCache()
-    cache.put_many({"k": "v"})
-    assert cache.get("k") == "v" and cache.get("x") is None
+    cache.put_many({"k": Cached("v", 0.5)})
+    assert cache.get("k") == Cached("v", 0.5) and cache.get("x") is None
 
 
 def test_compressor_dtype_resolution() -> None:
