@@ -53,7 +53,8 @@ def build_generator(config: GeneratorConfig) -> Generator:
 def _scorer(config: SweepConfig, generator: Generator, names: set[str]) -> tuple[TokenScorer | None, str | None]:
     """The engine that scores tokens for engine-lingua, and its model: the generator's own, unless
     `compressor.model` names another LM (a small scorer in front of a big generator), which then gets an
-    engine of its own."""
+    engine of its own.
+    """
     if "engine-lingua" not in names:
         return (generator if isinstance(generator, TokenScorer) else None), None
     model = config.generator.model or (bundled_model() if config.generator.name == "vllm" else None)

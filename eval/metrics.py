@@ -112,3 +112,10 @@ DIRECTIONS: dict[str, bool] = {
     "compress_cold_seconds": False,
 }
 """Direction of every stored column a gate may compare (True: higher is better)."""
+
+POPULATIONS: dict[str, str] = {
+    **{name: "answerable" for name in METRICS},
+    "abstained": "unanswerable",
+}
+"""Which questions a metric is meant for: answer metrics on answerable questions (an unanswerable one has no
+right answer to contain), abstention on unanswerable ones; any other column on all questions."""

@@ -138,7 +138,9 @@ def sweep(
     ] = [],  # noqa: B006
     layout: Annotated[list[str], typer.Option(help="ranked | edges; repeat [ranked].")] = [],  # noqa: B006
     retrieve_n: Annotated[int | None, typer.Option(help="Candidates retrieved per question [20].")] = None,
-    probe_questions: Annotated[int | None, typer.Option(help="Questions also run alone per setting (latency truth) [30].")] = None,
+    probe_questions: Annotated[
+        int | None, typer.Option(help="Questions also run alone per setting (latency truth) [30].")
+    ] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
     generator_model: Annotated[str | None, typer.Option(help="HF folder or hub id (default: bundled SmolLM2).")] = None,
     compressor_model: Annotated[str | None, typer.Option(help="Compressor LM (default: bundled SmolLM2).")] = None,

@@ -1,5 +1,6 @@
 """Query-agnostic compressions, computed once per content address and reused forever, each kept with what
-computing it cost (its cold cost), so a request served from the cache can still report the whole bill."""
+computing it cost (its cold cost), so a request served from the cache can still report the whole bill.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ class Cached(NamedTuple):
 
 def cache_key(identity: str, ratio: float, text: str) -> str:
     """Content key over the compressor's identity (`eval.compress.identity`), the ratio and the text: the same
-    passage compressed the same way is the same entry in every run, and nothing else is."""
+    passage compressed the same way is the same entry in every run, and nothing else is.
+    """
     return hashlib.sha256(f"{identity}\x1f{ratio:g}\x1f{text}".encode()).hexdigest()
 
 

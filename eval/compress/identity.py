@@ -1,6 +1,7 @@
 """What a cached compression depends on, as one content address: the compressor's name and config, the
 identity of its model (path and a fingerprint of the weights), its code, the ratio and the text. Change
-any of them and the cache misses instead of serving a stale compression."""
+any of them and the cache misses instead of serving a stale compression.
+"""
 
 from __future__ import annotations
 

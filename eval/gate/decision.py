@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from eval.gate.policy import GatePolicy
 from eval.gate.statistics import LatencyResult, MetricResult, judge_latency, judge_metric
+from eval.metrics import POPULATIONS
 from eval.store import Record
 
 PASS, FAIL, UNDECIDED = 0, 1, 2
@@ -78,6 +79,14 @@ def _paired(base: dict[str, Record], cand: dict[str, Record], ids: list[str], me
     ]
 
 
+def _population(samples: dict[str, Record], ids: list[str], population: str) -> list[str]:
+    """The question ids a metric is compared on (see `eval.metrics.POPULATIONS`)."""
+    if population == "all":
+        return ids
+    wanted = population == "answerable"
+    return [q for q in ids if bool(samples[q].get("answerable", True)) == wanted]
+
+
 def decide(base: dict[str, Record], cand: dict[str, Record], policy: GatePolicy, labels: Labels) -> GateDecision:
     """Decision over two settings' samples keyed by question id (each a dict of column -> value)."""
     if set(base) != set(cand):
@@ -97,18 +106,23 @@ def decide(base: dict[str, Record], cand: dict[str, Record], policy: GatePolicy,
         return GateDecision.make("undecided", [reason], labels, policy, len(ids))
     results, reasons = [], []
     for rule in policy.metrics:
-        pairs = _paired(base, cand, ids, rule.name)
+        population = POPULATIONS.get(rule.name, "all")
+        pairs = _paired(base, cand, _population(base, ids, population), rule.name)
         if len(pairs) < policy.min_questions:
             if not rule.advisory:
-                reasons.append(f"{rule.name}: only {len(pairs)} questions with a value in both settings")
+                reasons.append(
+                    f"{rule.name}: only {len(pairs)} {'' if population == 'all' else population + ' '}"
+                    "questions with a value in both settings"
+                )
             continue
         b, c = (np.array(x, dtype=float) for x in zip(*pairs, strict=True))
-        result = judge_metric(rule, b, c, policy)
+        result = judge_metric(rule, b, c, policy).model_copy(update={"population": population})
         results.append(result)
         if not rule.advisory and result.verdict != "pass":
+            more = f"; ~{result.n_to_decide} paired questions would decide it" if result.n_to_decide else ""
             reasons.append(
                 f"{rule.name}: {result.verdict} (diff {result.diff:+.3f}, CI [{result.ci_low:+.3f}, "
-                f"{result.ci_high:+.3f}], margin {rule.margin:.3f})"
+                f"{result.ci_high:+.3f}], margin {rule.margin:.3f}, detectable at this n {result.mdd:.3f}{more})"
             )
     latency = None
     if policy.latency:

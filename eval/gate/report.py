@@ -6,19 +6,35 @@ import json
 
 from eval.gate.decision import GateDecision
 
-DECISION_COLUMNS = ("metric", "baseline", "candidate", "diff", "CI", "margin", "verdict")
+DECISION_COLUMNS = (
+    "metric",
+    "n",
+    "baseline",
+    "candidate",
+    "diff",
+    "CI",
+    "margin",
+    "detectable",
+    "n to decide",
+    "verdict",
+)
+"""`detectable`: the minimal detectable difference at this n (80 % power); `n to decide`: for an undecided
+verdict, the paired questions that would decide it if the observed difference and variance held."""
 
 
 def decision_rows(d: GateDecision) -> list[tuple[str, ...]]:
     """The decision table (one row per metric, then the latency speed-up), formatted, for every renderer."""
     rows: list[tuple[str, ...]] = [
         (
-            m.name + (" (advisory)" if m.advisory else ""),
+            m.name + (f" ({m.population})" if m.population != "all" else "") + (" (advisory)" if m.advisory else ""),
+            str(m.n),
             f"{m.baseline_mean:.3f}",
             f"{m.candidate_mean:.3f}",
             f"{m.diff:+.3f}",
             f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]",
             f"{m.margin:.3f}",
+            "" if m.mdd is None else f"{m.mdd:.3f}",
+            "" if m.n_to_decide is None else str(m.n_to_decide),
             m.verdict,
         )
         for m in d.metrics
@@ -28,11 +44,14 @@ def decision_rows(d: GateDecision) -> list[tuple[str, ...]]:
         rows.append(
             (
                 f"{lt.metric} speed-up",
+                str(lt.n),
                 f"{lt.baseline_mean:.3f} s",
                 f"{lt.candidate_mean:.3f} s",
                 f"{lt.speedup:.2f}x",
                 f"[{lt.ci_low:.2f}, {lt.ci_high:.2f}]",
                 f">={lt.min_speedup:.2f}x",
+                "",
+                "",
                 lt.verdict,
             )
         )
@@ -49,7 +68,11 @@ def markdown_report(d: GateDecision) -> str:
         f"({d.policy.confidence:.0%} bootstrap CI, {d.policy.resamples} resamples, seed {d.policy.seed}).",
         "",
     ]
-    lines += [f"- {r}" for r in d.reasons] + ["", "| " + " | ".join(DECISION_COLUMNS) + " |", "|---" * 7 + "|"]
+    lines += [f"- {r}" for r in d.reasons] + [
+        "",
+        "| " + " | ".join(DECISION_COLUMNS) + " |",
+        "|---" * len(DECISION_COLUMNS) + "|",
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in decision_rows(d)]
     return "\n".join(lines) + "\n"
 

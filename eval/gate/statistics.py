@@ -29,6 +29,33 @@ class MetricResult(BaseModel):
     advisory: bool
     verdict: str
     """pass | fail | undecided"""
+    population: str = "all"
+    """Which questions were compared: answerable, unanswerable or all."""
+    sd_diff: float | None = None
+    """Standard deviation of the paired differences."""
+    mdd: float | None = None
+    """Minimal detectable difference at this n: how far from the margin a true difference must lie to be
+    decided with 80 % power at the policy's confidence (normal approximation)."""
+    n_to_decide: int | None = None
+    """For an undecided verdict: paired questions that would decide it if the observed difference and
+    variance held (None: decided already, or the observed difference sits exactly on the margin)."""
+
+
+POWER = 0.8
+
+
+def power_figures(diffs: np.ndarray, margin: float, higher: bool, confidence: float) -> tuple[float, float, int | None]:
+    """(sd of the paired differences, minimal detectable difference at this n, questions needed to decide)."""
+    from scipy.stats import norm
+
+    n = len(diffs)
+    sd = float(np.std(diffs, ddof=1)) if n > 1 else 0.0
+    z = float(norm.ppf(1 - (1 - confidence) / 2) + norm.ppf(POWER))
+    mdd = z * sd / np.sqrt(n) if n else float("inf")
+    improvement = float(np.mean(diffs)) * (1 if higher else -1)
+    distance = abs(improvement + margin)  # from the non-inferiority boundary at -margin
+    needed = None if distance == 0 or sd == 0 else int(np.ceil((z * sd / distance) ** 2))
+    return sd, float(mdd), needed
 
 
 class LatencyResult(BaseModel):
@@ -83,7 +110,11 @@ def judge_metric(rule: MetricRule, base: np.ndarray, cand: np.ndarray, policy: G
         verdict = "fail"
     else:
         verdict = "undecided"
+    sd, mdd, needed = power_figures(cand - base, rule.margin, higher, policy.confidence)
     return MetricResult(
+        sd_diff=sd,
+        mdd=mdd,
+        n_to_decide=needed if verdict == "undecided" else None,
         name=rule.name,
         higher_is_better=higher,
         n=len(base),

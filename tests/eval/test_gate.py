@@ -12,6 +12,7 @@ import pytest
 
 from corpus.errors import CribsheetError
 from eval.gate import (
+    DECISION_COLUMNS,
     FAIL,
     PASS,
     UNDECIDED,
@@ -38,6 +39,7 @@ def fill(
     questions: list[str] | None = None,
     questions_sha: str = "q",
     corpus_sha: str = "c",
+    unanswerable: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> None:
     qids = questions or [f"q{i}" for i in range(N)]
     store.start_run(
@@ -80,7 +82,7 @@ def fill(
                 setting_json="{}",
                 question_id=q,
                 question="?",
-                answerable=True,
+                answerable=q not in unanswerable,
                 gold_answers="[]",
                 top_k=3,
                 reranker="dense",
@@ -204,5 +206,32 @@ def test_decision_is_reproducible(store: DuckDBStore) -> None:
     assert (a.metrics[0].ci_low, a.metrics[0].ci_high) == (b.metrics[0].ci_low, b.metrics[0].ci_high)
     report = markdown_report(a)
     rows = decision_rows(a)
-    assert rows[0][0] == "answer_contains" and rows[-1][0].endswith("speed-up")
+    assert rows[0][0] == "answer_contains (answerable)" and rows[-1][0].endswith("speed-up")
     assert all("| " + " | ".join(row) + " |" in report for row in rows)  # the terminal table shows the same rows
+
+
+def test_answer_metrics_compare_answerable_questions_only(store: DuckDBStore) -> None:
+    """An unanswerable question has no right answer to contain: flipping those must not move the verdict."""
+    base = baseline_values()
+    unanswerable = {f"q{i}" for i in range(60, N)}
+    cand = dict(base) | {"answer_contains": [v if i < 60 else 1 - v for i, v in enumerate(base["answer_contains"])]}
+    fill(store, "r1", {"base": base, "cand": cand}, unanswerable=unanswerable)
+    d = gate(store, "base", "cand", POLICY, run="r1")
+    gated = d.metrics[0]
+    assert (gated.population, gated.n, gated.diff, gated.verdict) == ("answerable", 60, 0.0, "pass")
+
+
+def test_undecided_states_its_power_and_the_questions_that_would_decide(store: DuckDBStore) -> None:
+    rng = np.random.default_rng(7)
+    base = baseline_values()
+    # A true drop of about one margin, with noise: too close to the boundary to decide on 80 questions.
+    flips = rng.random(N) < 0.15
+    cand_ans = [1 - v if f else v for v, f in zip(base["answer_contains"], flips, strict=True)]
+    fill(store, "r1", {"base": base, "cand": dict(base) | {"answer_contains": cand_ans}})
+    d = gate(store, "base", "cand", POLICY.model_copy(update={"latency": None}), run="r1")
+    m = d.metrics[0]
+    assert m.verdict == "undecided" and m.mdd is not None and m.mdd > 0
+    assert m.n_to_decide is not None and m.n_to_decide > N
+    assert f"~{m.n_to_decide} paired questions would decide it" in d.reasons[0]
+    row = decision_rows(d)[0]
+    assert row[DECISION_COLUMNS.index("n to decide")] == str(m.n_to_decide)
