@@ -11,18 +11,29 @@ from dataclasses import dataclass
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans(dict.fromkeys(string.punctuation + "‘’“”–—", " "))
+_SOURCE = r"(the )?(passages?|context|text|documents?|crib sheet|sources?|information( given| provided)?)"
 _ABSTAIN = re.compile(
-    r"\b(i (do not|don't|dont) know|(cannot|can't|can ?not|unable to) (be )?(answer|determine|find|tell)"
-    r"|not (mentioned|stated|given|provided|found|contained|in the (passages?|context))"
-    r"|no (information|mention|answer)|(passages?|context) (does|do) not (contain|say|mention|state))\b"
+    r"^\W*(unknown|n/?a|no answer|not sure|unsure|none given)\W*$"
+    r"|\bi (do not|don't|dont|cannot|can't) (know|tell|say|answer|find)\b"
+    r"|\bi('m| am) (not sure|unsure|unable)\b"
+    r"|\b(cannot|can't|can ?not|unable to|impossible to) (be )?(answer|determine|find|tell|say|know)"
+    rf"|\b{_SOURCE} (does|do|did)( not|n't) (contain|say|mention|state|specify|include|provide|give|tell|answer)"
+    rf"|\b(is|are|was|were)? ?(not|never) (mentioned|stated|given|provided|specified|contained|found|included)"
+    rf" (in|by|within) {_SOURCE}"
+    r"|^\W*(it is )?not (mentioned|stated|specified|given|provided)\W*$"
+    rf"|\bno (information|mention|answer|data|details?)\b.*\b(in|about|on|from|regarding) {_SOURCE}"
+    r"|\b(there is|there's) no (information|mention|answer)\b"
+    r"|\bnot enough information\b|\binsufficient information\b"
 )
+_HEDGE_SPLIT = re.compile(r",|;| or | either ")
 
 
 def normalize(text: str) -> str:
     """SQuAD-style normalisation: fold accents and case, drop punctuation and articles, squeeze spaces."""
     text = unicodedata.normalize("NFKD", text)
     text = "".join(c for c in text if not unicodedata.combining(c)).lower()
-    text = re.sub(r"(?<=\d),(?=\d{3})", "", text)  # 8,611 == 8611
+    text = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)  # 8,611 == 8611; 1990,1991 stays two numbers
+    text = re.sub(r"\b([a-z])\.(?=[a-z]\b)", r"\1", text)  # u.s. == us (SQuAD drops punctuation)
     text = re.sub(r"(?<=\d)\.(?=\d)", "point", text)  # 3.14 stays one token, so it never contains "3"
     text = text.translate(_PUNCT)
     return " ".join(_ARTICLES.sub(" ", text).split())
@@ -33,9 +44,22 @@ def _contains(haystack: str, golds: Sequence[str]) -> float:
     return float(any(f" {g} " in hay for g in (normalize(x) for x in golds) if g))
 
 
+def hedged(prediction: str, golds: Sequence[str]) -> bool:
+    """The prediction names several alternatives ("Paris, London or Rome"), so it commits to none of them."""
+    text = normalize(prediction)
+    if " or " not in f" {text} ":
+        return False
+    items = [i.strip() for i in _HEDGE_SPLIT.split(f" {prediction.lower()} ") if i.strip()]
+    items = [normalize(i) for i in items if len(i.split()) <= 6]
+    hits = [any(f" {normalize(g)} " in f" {i} " for g in golds if normalize(g)) for i in items]
+    return len(items) >= 2 and any(hits) and not all(hits)
+
+
 def answer_contains(prediction: str, golds: Sequence[str]) -> float:
-    """1.0 when some gold answer (normalised, whole words) occurs in the prediction."""
-    return _contains(prediction, golds)
+    """1.0 when some gold answer (normalised, whole words) occurs in the prediction, and the prediction does
+    not hedge between several candidates.
+    """
+    return 0.0 if hedged(prediction, golds) else _contains(prediction, golds)
 
 
 def exact_match(prediction: str, golds: Sequence[str]) -> float:
@@ -71,8 +95,11 @@ def context_answer_recall(context: str, golds: Sequence[str]) -> float:
 
 
 def abstained(answer: str) -> bool:
-    """Did the model say it cannot answer from the context (rather than answer)?"""
-    return bool(_ABSTAIN.search(answer.lower().replace("’", "'"))) or not answer.strip()
+    """Did the model say it cannot answer from the context (rather than answer)? An empty output is not an
+    abstention (it is no answer at all); a negative statement about the world ("not found in Europe") is not
+    either.
+    """
+    return bool(_ABSTAIN.search(" ".join(answer.lower().replace("’", "'").split())))
 
 
 @dataclass(frozen=True)
