@@ -75,6 +75,45 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "neon", "asimd")
+"""Instruction-set flags that change kernels (and bf16 numerics) under torch and vLLM."""
+
+
+def hardware() -> dict[str, object]:
+    """The machine a run measured: CPU model and relevant flags, cores, GPU names (nvidia-smi, when there)."""
+    import os
+    import shutil
+
+    model, flags = "unknown", set[str]()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model") and model == "unknown":
+                model = value.strip()
+            elif key.strip() in ("flags", "Features") and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    gpus: list[str] = []
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout
+            gpus = [g.strip() for g in out.splitlines() if g.strip()]
+        except (OSError, subprocess.SubprocessError):
+            gpus = []
+    return {
+        "cpu": model,
+        "cpu_flags": sorted(f for f in CPU_FLAGS if f in flags),
+        "cores": os.cpu_count(),
+        "gpus": gpus,
+    }
+
+
 def new_run_id() -> str:
     """A sortable, unique run id: UTC start time plus a random suffix."""
     return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
@@ -106,6 +145,8 @@ def run_row(
         corpus_sha256=corpus_sha256,
         n_questions=n_questions,
         n_settings=n_settings,
+        hardware_json=(hw := dumps(hardware())),
+        hardware_sha256=hashlib.sha256(hw.encode()).hexdigest(),
     )
 
 

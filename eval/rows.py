@@ -45,6 +45,10 @@ class RunRow(Row):
     """Fit of prefill seconds = a*C + b*C^2 over probe points (C = uncached prompt tokens)."""
     prefill_b: float | None = None
     prefill_fit_points: int | None = None
+    hardware_json: str | None = None
+    """JSON: CPU model, the instruction-set flags that change numerics and speed, core count, GPUs."""
+    hardware_sha256: str | None = None
+    """Digest of hardware_json: latency is compared across runs only when it matches."""
 
 
 class SampleRow(Row):

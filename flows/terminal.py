@@ -156,4 +156,6 @@ def print_decision(d: Any) -> None:
     out.print(table)
     for reason in d.reasons:
         out.print(f"  {reason}", highlight=False)
+    for note in d.notes:
+        out.print(f"  note: {note}", highlight=False)
     out.print(f"[{colour}]decision: {d.decision.upper()}[/{colour}] (exit {d.exit_code})")

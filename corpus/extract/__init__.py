@@ -1,5 +1,5 @@
 """Text out of files, one registered extractor per format: reStructuredText (docutils), Markdown
-(markdown-it-py), HTML (lxml, boilerplate removed), PDF (pypdf) and plain text. Importing the package
+(markdown-it-py), HTML (lxml, boilerplate removed), PDF (pdfminer.six) and plain text. Importing the package
 registers all five.
 """
 

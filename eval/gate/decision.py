@@ -46,6 +46,8 @@ class GateDecision(BaseModel):
     latency: LatencyResult | None = None
     policy: GatePolicy
     created_at: dt.datetime = Field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    notes: list[str] = Field(default_factory=list)
+    """What else differs between the two runs, and comparisons the gate refused (e.g. latency across hardware)."""
 
     @classmethod
     def make(

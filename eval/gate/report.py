@@ -68,7 +68,10 @@ def markdown_report(d: GateDecision) -> str:
         f"({d.policy.confidence:.0%} bootstrap CI, {d.policy.resamples} resamples, seed {d.policy.seed}).",
         "",
     ]
-    lines += [f"- {r}" for r in d.reasons] + [
+    lines += [f"- {r}" for r in d.reasons]
+    if d.notes:
+        lines += ["", "Differences between the runs:", *[f"- {n}" for n in d.notes]]
+    lines += [
         "",
         "| " + " | ".join(DECISION_COLUMNS) + " |",
         "|---" * len(DECISION_COLUMNS) + "|",
@@ -80,6 +83,10 @@ def markdown_report(d: GateDecision) -> str:
 def decision_json(d: GateDecision) -> str:
     """Compact JSON of the metric and latency results, stored with the decision row."""
     return json.dumps(
-        {"metrics": [m.model_dump() for m in d.metrics], "latency": d.latency.model_dump() if d.latency else None},
+        {
+            "metrics": [m.model_dump() for m in d.metrics],
+            "latency": d.latency.model_dump() if d.latency else None,
+            "notes": d.notes,
+        },
         sort_keys=True,
     )

@@ -10,7 +10,7 @@ from eval.gate.decision import GateDecision, Labels, decide
 from eval.gate.policy import GatePolicy, GateRequest
 from eval.gate.report import decision_json, markdown_report
 from eval.rows import GateDecisionRow
-from eval.store import DuckDBStore
+from eval.store import DuckDBStore, RunMeta
 
 
 def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: DuckDBStore | None = None) -> GateDecision:
@@ -28,7 +28,7 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
         baseline_run=base_ref.run_id,
         candidate_run=cand_ref.run_id,
     )
-    mismatch = None
+    mismatch, notes = None, []
     if base_ref.run_id != cand_ref.run_id:
         b, c = store.run_meta(base_ref.run_id), store.run_meta(cand_ref.run_id)
         for field in ("questions_sha256", "corpus_sha256"):
@@ -38,10 +38,20 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
                     "gate only runs on the same question set and corpus"
                 )
                 break
+        notes = run_differences(b, c)
+        if policy.latency and b.hardware_sha256 != c.hardware_sha256:
+            # Latency measured on two machines says as much about the machines as about the settings.
+            notes.append(
+                f"latency not compared: the runs were measured on different hardware "
+                f"({_hardware(b.hardware_json)} vs {_hardware(c.hardware_json)})"
+            )
+            policy = policy.model_copy(update={"latency": None})
+            mismatch = mismatch or "latency cannot be compared across different hardware; rerun both on one machine"
     if mismatch:
         decision = GateDecision.make("undecided", [mismatch], labels, policy)
     else:
         decision = decide(*store.paired_samples(base_ref, cand_ref), policy, labels)
+    decision = decision.model_copy(update={"notes": notes})
     report = request.report_path
     if report is not None:
         Path(report).parent.mkdir(parents=True, exist_ok=True)
@@ -67,3 +77,31 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
         )
     )
     return decision
+
+
+def _hardware(raw: str | None) -> str:
+    if not raw:
+        return "not recorded"
+    hw = json.loads(raw)
+    return f"{hw.get('cpu', '?')}, {hw.get('cores', '?')} cores" + (
+        f", {', '.join(hw['gpus'])}" if hw.get("gpus") else ""
+    )
+
+
+def run_differences(b: RunMeta, c: RunMeta) -> list[str]:
+    """What else differs between two runs (code, packages, config, index version): listed in the report."""
+    out = []
+    if b.git_commit != c.git_commit or b.git_dirty or c.git_dirty:
+        out.append(
+            f"code: {str(b.git_commit)[:10]}{'+dirty' if b.git_dirty else ''} vs "
+            f"{str(c.git_commit)[:10]}{'+dirty' if c.git_dirty else ''}"
+        )
+    if b.config_hash != c.config_hash:
+        out.append(f"sweep config: {b.config_hash} vs {c.config_hash}")
+    if b.index_version != c.index_version:
+        out.append(f"index version: {b.index_version} vs {c.index_version}")
+    pb, pc = json.loads(b.package_versions or "{}"), json.loads(c.package_versions or "{}")
+    changed = sorted(k for k in set(pb) | set(pc) if pb.get(k) != pc.get(k))
+    if changed:
+        out.append("packages: " + ", ".join(f"{k} {pb.get(k, '-')} -> {pc.get(k, '-')}" for k in changed))
+    return out

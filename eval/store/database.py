@@ -45,6 +45,11 @@ class RunMeta(BaseModel):
     corpus_sha256: str | None
     index_version: int | None
     git_commit: str | None
+    git_dirty: bool | None = None
+    config_hash: str | None = None
+    package_versions: str | None = None
+    hardware_json: str | None = None
+    hardware_sha256: str | None = None
 
 
 class DuckDBStore:
@@ -223,8 +228,8 @@ class DuckDBStore:
     def run_meta(self, run_id: str) -> RunMeta:
         """What one run was computed on."""
         rows = self.query(
-            "SELECT run_id, status, questions_sha256, corpus_sha256, index_version, git_commit FROM runs "
-            "WHERE run_id = ?",
+            "SELECT run_id, status, questions_sha256, corpus_sha256, index_version, git_commit, git_dirty, "
+            "config_hash, package_versions, hardware_json, hardware_sha256 FROM runs WHERE run_id = ?",
             [run_id],
         )
         if not rows:

@@ -40,6 +40,8 @@ def fill(
     questions_sha: str = "q",
     corpus_sha: str = "c",
     unanswerable: set[str] = frozenset(),  # type: ignore[assignment]
+    hardware: str | None = None,
+    packages: str = "{}",
 ) -> None:
     qids = questions or [f"q{i}" for i in range(N)]
     store.start_run(
@@ -49,7 +51,9 @@ def fill(
             status="ok",
             config_json="{}",
             config_hash="h",
-            package_versions="{}",
+            package_versions=packages,
+            hardware_json=hardware,
+            hardware_sha256=hardware and f"sha-{hardware}",
             questions_path="q.jsonl",
             questions_sha256=questions_sha,
             index_path="i",
@@ -235,3 +239,18 @@ def test_undecided_states_its_power_and_the_questions_that_would_decide(store: D
     assert f"~{m.n_to_decide} paired questions would decide it" in d.reasons[0]
     row = decision_rows(d)[0]
     assert row[DECISION_COLUMNS.index("n to decide")] == str(m.n_to_decide)
+
+
+def test_latency_is_not_compared_across_hardware_and_run_differences_are_listed(store: DuckDBStore) -> None:
+    base = baseline_values()
+    fill(store, "r1", {"base": base}, hardware='{"cpu": "EPYC", "cores": 2}', packages='{"vllm": "0.32.0"}')
+    fill(store, "r2", {"cand": base}, hardware='{"cpu": "Xeon", "cores": 2}', packages='{"vllm": "0.33.0"}')
+    d = gate(store, "base", "cand", POLICY, baseline_run="r1", candidate_run="r2")
+    assert d.decision == "undecided" and d.latency is None
+    assert "latency cannot be compared across different hardware" in d.reasons[0]
+    assert any("EPYC, 2 cores vs Xeon, 2 cores" in n for n in d.notes)
+    assert "packages: vllm 0.32.0 -> 0.33.0" in d.notes
+    assert "Differences between the runs:" in markdown_report(d)
+    fill(store, "r3", {"cand": base}, hardware='{"cpu": "EPYC", "cores": 2}', packages='{"vllm": "0.32.0"}')
+    same = gate(store, "base", "cand", POLICY, baseline_run="r1", candidate_run="r3")
+    assert same.decision == "pass" and same.latency is not None and same.notes == []
