@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -90,8 +91,8 @@ def main() -> None:
                     "retrieve": t1 - t0,
                     "rerank": t2 - t1,
                     "compress": comp.seconds,
-                    "ttft": probe.ttft_s or 0.0,
-                    "prefill": probe.prefill_s or 0.0,
+                    "ttft": probe.ttft_s,  # None when the engine reported none: left out of means, never 0
+                    "prefill": probe.prefill_s,
                     "tokens_in": comp.tokens_in,
                     "tokens_out": comp.tokens_out,
                     "prompt": prompt,
@@ -115,7 +116,10 @@ def main() -> None:
             r["context_recall"] = context_answer_recall(r["context"], r["golds"])
 
     def mean(name: str, key: str) -> float:
-        return statistics.fmean(r[key] for r in rows[name])
+        values = [r[key] for r in rows[name] if r[key] is not None]
+        if not values:
+            sys.exit(f"error: the engine reported no {key} for {name}; run with a vLLM that reports metrics")
+        return statistics.fmean(values)
 
     base_ttft, base_prefill = mean("none", "ttft"), mean("none", "prefill")
     base_e2e = mean("none", "retrieve") + mean("none", "rerank") + base_ttft

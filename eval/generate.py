@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -182,7 +181,9 @@ class VLLMGenerator:
 
     def reset_cache(self) -> None:
         """Drop every cached prefix block."""
-        self.llm.reset_prefix_cache()
+        if self.llm.reset_prefix_cache() is False:
+            # vLLM refuses while requests are in flight; a sweep that went on would measure a warm cache.
+            raise RuntimeError("vLLM did not reset its prefix cache (requests still running?)")
 
     def close(self) -> None:
         """Stop the engine process now, rather than from an exit hook that reports it as a crash."""
@@ -229,14 +230,12 @@ class VLLMGenerator:
     def warm(self, prefix: str) -> WarmReport:
         """Run the stable prefix twice (cold, then warm) and report what the cache served."""
         cold = self.llm.generate([prefix], self._probe, use_tqdm=False)[0]
-        start = time.perf_counter()
         warm = self.llm.generate([prefix], self._probe, use_tqdm=False)[0]
-        warm_wall = time.perf_counter() - start
         return WarmReport(
             prefix_tokens=len(cold.prompt_token_ids or []),
             cached_tokens=int(warm.num_cached_tokens or 0),
             cold_ttft_s=self._ttft(cold),
-            warm_ttft_s=self._ttft(warm) or warm_wall,
+            warm_ttft_s=self._ttft(warm),  # None when the engine reports no TTFT: never a wall-clock stand-in
         )
 
 

@@ -72,7 +72,8 @@ class SampleRow(Row):
     gold_rank: int | None = None
     """1-based rank of the first gold document among the reranked candidates (NULL: not retrieved or no gold)."""
     retrieval_recall: float | None = None
-    """Share of gold documents among the top-k chunks that went into the prompt."""
+    """Share of gold documents among the top-k reranked chunks handed to the compressor (a query-aware
+    compressor may drop some of them from the prompt; `context_answer_recall` reads the final context)."""
     candidate_recall: float | None = None
     """Share of gold documents among all retrieved candidates (before the top-k cut)."""
     layout: str | None = None

@@ -59,7 +59,8 @@ SELECT run_id, setting_name, setting_hash, any_value(retrieval) AS retrieval, an
        avg(compress_cold_seconds) AS mean_compress_cold_s,
        quantile_cont(e2e_cold_s, 0.5) AS e2e_cold_p50_s,
        quantile_cont(e2e_cold_s, 0.95) AS e2e_cold_p95_s,
-       count(e2e_cold_s) AS n_latency
+       count(e2e_cold_s) AS n_latency,
+       count(*) FILTER (WHERE ragas_status LIKE 'error%') AS n_judge_errors
 FROM samples GROUP BY run_id, setting_name, setting_hash""",
     # A setting is on the frontier when no other setting of the run is at least as good on answer
     # recall and at least as fast end to end (p50 of retrieve + rerank + cold compressor cost + TTFT run

@@ -254,3 +254,17 @@ def test_latency_is_not_compared_across_hardware_and_run_differences_are_listed(
     fill(store, "r3", {"cand": base}, hardware='{"cpu": "EPYC", "cores": 2}', packages='{"vllm": "0.32.0"}')
     same = gate(store, "base", "cand", POLICY, baseline_run="r1", candidate_run="r3")
     assert same.decision == "pass" and same.latency is not None and same.notes == []
+
+
+def test_a_failed_sample_makes_the_gate_undecided_not_a_pass(store: DuckDBStore) -> None:
+    base = baseline_values()
+    fill(store, "r1", {"base": base, "cand": dict(base)})
+    assert gate(store, "base", "cand", POLICY, run="r1").decision == "pass"
+    fill(store, "r2", {"base": base, "cand": dict(base)})
+    with store.transaction() as con:  # as a request that crashed leaves its row
+        con.execute(
+            "UPDATE samples SET status = 'failed' WHERE run_id = 'r2' AND setting_name = 'cand' AND question_id = 'q3'"
+        )
+    failed = gate(store, "base", "cand", POLICY, run="r2")
+    assert (failed.decision, failed.exit_code) == ("undecided", UNDECIDED)
+    assert "1 question(s) failed in a setting (e.g. ['q3'])" in failed.reasons[0]

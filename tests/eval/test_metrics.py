@@ -18,9 +18,23 @@ def test_normalize_folds_case_accents_punctuation_articles_and_thousands() -> No
     assert normalize("The Café, 8,611 m!") == "cafe 8611 m"
 
 
-def test_every_metric_declares_direction() -> None:
-    assert all(m.higher_is_better in (True, False) for m in METRICS.values())
-    assert {m.on for m in METRICS.values()} <= {"answer", "context"}
+def test_every_metric_declares_its_direction_and_what_it_reads() -> None:
+    """The gate reads directions from here: answer quality is higher-is-better, latency and cost lower."""
+    from eval.metrics import DIRECTIONS, POPULATIONS
+
+    assert {name for name, m in METRICS.items() if m.on == "context"} == {"context_answer_recall"}
+    assert all(DIRECTIONS[name] is True for name in METRICS)
+    assert [k for k, v in DIRECTIONS.items() if v is False] == [
+        "ttft_s",
+        "probe_ttft_s",
+        "e2e_latency_s",
+        "e2e_cold_s",
+        "e2e_paid_s",
+        "prompt_tokens",
+        "compress_seconds",
+        "compress_cold_seconds",
+    ]
+    assert POPULATIONS["abstained"] == "unanswerable" and POPULATIONS["answer_contains"] == "answerable"
 
 
 @pytest.mark.parametrize(
@@ -43,11 +57,11 @@ def test_abstention_detection(answer: str, expected: bool) -> None:
     assert abstained(answer) is expected
 
 
-def test_every_stored_metric_has_a_direction() -> None:
+def test_every_gateable_column_is_a_stored_column() -> None:
     from eval.metrics import DIRECTIONS
+    from eval.rows import SampleRow
 
-    assert all(DIRECTIONS[name] == m.higher_is_better for name, m in METRICS.items())
-    assert DIRECTIONS["ttft_s"] is False and DIRECTIONS["faithfulness"] is True
+    assert set(DIRECTIONS) <= set(SampleRow.model_fields)
 
 
 def test_abstention_detector_on_a_table_of_phrasings() -> None:
