@@ -122,6 +122,8 @@ class _Sweep:
         probes: list[tuple[int, float]] = []
         for done, setting in enumerate(settings, start=1):
             name = setting.name
+            stage = f"setting {done}/{len(settings)} {name}"
+            self.tick(stage, 0, len(self.questions))  # starts the stage's clock
             drafts = self.timed(f"compress:{name}", partial(self.prepare, setting, layout))
             # Each setting starts from the same cache state (only the stable prefix warm), so a setting
             # never profits from passages that an earlier setting happened to leave in the cache.
@@ -133,7 +135,9 @@ class _Sweep:
             self.store.add_samples(rows, claims)
             n_rows += len(rows)
             failed = sum(r.status != "ok" for r in rows)
-            self.tick(f"setting {done}/{len(settings)} {name} ({failed} failed)", len(rows), len(rows))
+            self.tick(stage, len(rows), len(rows))
+            if failed:
+                self.tick(f"{stage}: failed samples", failed, failed)
         fit = fit_prefill(probes)
         self.store.finish_run(
             self.run_id,
