@@ -243,12 +243,7 @@ def _sample_key(run_id: str, setting: Setting, stored: str, q: Question) -> Samp
         question=q.question,
         answerable=q.answerable,
         gold_answers=dumps(q.answers),
-        top_k=setting.top_k,
-        reranker=setting.reranker,
-        compressor=setting.compressor,
-        target_ratio=setting.target_ratio,
-        retrieval=setting.retrieval,
-        layout=setting.layout,
+        **setting.model_dump(),  # the setting's fields as columns, as in `provenance.setting_rows`
     )
 
 

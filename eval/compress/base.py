@@ -149,13 +149,14 @@ class CachedAgnosticCompressor:
         keys = [cache_key(self.identity, ratio, p) for p in passages]
         found = {k: self.cache.get(k) for k in keys}
         missing = list(dict.fromkeys(p for p, k in zip(passages, keys, strict=True) if found[k] is None))
+        tokens = {p: self.count(p) for p in dict.fromkeys(passages)}  # each passage tokenized once
         if missing:
             self.calls += len(missing)
             t0 = time.perf_counter()
             texts = self._compress_many(missing, ratio)
             spent = time.perf_counter() - t0
             # A batch's time is shared by its passages in proportion to their tokens.
-            sizes = [max(self.count(p), 1) for p in missing]
+            sizes = [max(tokens[p], 1) for p in missing]
             fresh = {
                 cache_key(self.identity, ratio, p): Cached(t, spent * n / sum(sizes))
                 for p, t, n in zip(missing, texts, sizes, strict=True)
@@ -166,7 +167,7 @@ class CachedAgnosticCompressor:
         out = [e.text if e else "" for e in entries]
         return CompressionResult(
             texts=out,
-            tokens_in=sum(self.count(p) for p in passages),
+            tokens_in=sum(tokens[p] for p in passages),
             tokens_out=sum(self.count(t) for t in out),
             seconds=time.perf_counter() - start,
             cold_seconds=sum(e.seconds for e in entries if e),
