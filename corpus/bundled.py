@@ -9,17 +9,24 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from corpus.embed import Embedder
 from corpus.errors import CribsheetError
-from corpus.models import Question
+from corpus.load import write_jsonl
+from corpus.models import Document, Question
+from corpus.normalize import contains
+from corpus.questions import GENERATOR_VERSION, GeneratedQuestion, generate_questions
 
 CORPUS_FILE = "wiki_vital_en.jsonl"
 QUESTIONS_FILE = "fanoutqa_dev_questions.jsonl"
 DEMO_FILE = "fanoutqa_dev_demo.jsonl"
+GENERATED_FILE = "generated_questions.jsonl"
+GENERATED_N = 1000
+"""Questions in the generated set: enough for the gate to decide a few points of answer quality."""
 MANIFEST_FILE = "MANIFEST.json"
 DEMO_UNANSWERABLE = 10
 """Unanswerable questions in the demo set, picked by lowest sha256 of the question id."""
@@ -66,8 +73,7 @@ def build_questions(fanout: list[dict[str, Any]], corpus: dict[str, dict[str, An
             if title not in corpus or not aliases or sub["id"] in seen:
                 continue
             seen.add(sub["id"])
-            lead = corpus[title]["extract"].lower()
-            answerable = any(a.lower() in lead for a in aliases)
+            answerable = contains(corpus[title]["extract"], aliases)  # whole words, as the metrics read it
             out.append(
                 Question(
                     id=sub["id"], question=sub["question"], answers=aliases, gold_doc_ids=[title], answerable=answerable
@@ -85,12 +91,18 @@ def demo_questions(questions: list[Question], n_unanswerable: int = DEMO_UNANSWE
     return [q for q in questions if q.answerable or q.id in keep]
 
 
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> str:
-    data = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows).encode()
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-    return hashlib.sha256(data).hexdigest()
+def generated_set(docs: list[Document], n: int = GENERATED_N) -> list[GeneratedQuestion]:
+    """The first `n` generated questions (sha256 order) with cloze questions capped at half: the rules find
+    cloze candidates in almost every sentence, wh-questions in few, and the set should test both.
+    """
+    questions = generate_questions(docs)
+    cloze = [q for q in questions if q.kind == "cloze"][: n // 2]
+    wh = [q for q in questions if q.kind != "cloze"][: n - len(cloze)]
+    picked = {q.id for q in cloze + wh}
+    chosen = [q for q in questions if q.id in picked]
+    if len(chosen) < n:
+        raise CribsheetError(f"the bundled corpus supports {len(chosen)} generated questions; {n} were asked for")
+    return chosen
 
 
 def build_bundled(out_dir: Path) -> dict[str, Any]:
@@ -115,11 +127,13 @@ def build_bundled(out_dir: Path) -> dict[str, Any]:
     ]
     questions = build_questions(fanout, corpus)
     demo = demo_questions(questions)
+    generated = generated_set([Document(id=d["id"], title=d["title"], text=d["text"]) for d in docs])
 
     files = {
-        CORPUS_FILE: _write_jsonl(out_dir / CORPUS_FILE, docs),
-        QUESTIONS_FILE: _write_jsonl(out_dir / QUESTIONS_FILE, [q.model_dump() for q in questions]),
-        DEMO_FILE: _write_jsonl(out_dir / DEMO_FILE, [q.model_dump() for q in demo]),
+        CORPUS_FILE: write_jsonl(out_dir / CORPUS_FILE, docs),
+        QUESTIONS_FILE: write_jsonl(out_dir / QUESTIONS_FILE, [q.model_dump() for q in questions]),
+        DEMO_FILE: write_jsonl(out_dir / DEMO_FILE, [q.model_dump() for q in demo]),
+        GENERATED_FILE: write_jsonl(out_dir / GENERATED_FILE, [q.model_dump() for q in generated]),
     }
     n_ans = sum(q.answerable for q in questions)
     manifest = {
@@ -155,11 +169,20 @@ def build_bundled(out_dir: Path) -> dict[str, Any]:
                 "selection": f"every answerable question + the {DEMO_UNANSWERABLE} unanswerable "
                 "ones with the lowest sha256(id)",
             },
+            GENERATED_FILE: {
+                "sha256": files[GENERATED_FILE],
+                "records": len(generated),
+                "answerable": len(generated),
+                "kinds": dict(sorted(Counter(q.kind for q in generated).items())),
+                "generator": GENERATOR_VERSION,
+                "method": "cribsheet questions (rule-based, docs/questions.md) over the corpus; the first "
+                f"{GENERATED_N} by sha256(id), cloze questions capped at half",
+            },
         },
         "method": "FanOutQA sub-questions (recursively) whose evidence page title is a corpus document and "
         "whose answer is a scalar (string or number; yes/no, list and dict answers dropped); "
-        "first occurrence of each id kept. Answerable = some answer alias occurs "
-        "(case-insensitive) in the document's lead paragraph.",
+        "first occurrence of each id kept. Answerable = some answer alias occurs in the document's lead "
+        "paragraph as whole normalised words (as the answer metrics read it: 'Asia' is not in 'Asian').",
     }
     (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest

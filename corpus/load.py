@@ -53,3 +53,18 @@ def read_jsonl(path: Path, model: type[M]) -> Iterator[tuple[int, M]]:
             yield lineno, model.model_validate(raw)
         except ValidationError as exc:
             raise InputFileError(path, _first_error(exc), lineno) from None
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> str:
+    """Write one JSON object per line, atomically (a temporary file renamed over `path`, so a failure leaves
+    no partial file); returns the sha256 of the bytes written.
+    """
+    import hashlib
+
+    data = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows).encode()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return hashlib.sha256(data).hexdigest()

@@ -14,13 +14,9 @@ from pydantic import BaseModel
 
 from corpus.chunk import sentence_spans
 from corpus.embed import Embedder, VectorCache
-from eval.metrics import abstained, normalize
+from corpus.normalize import STOP, normalize
+from eval.metrics import abstained
 
-STOP = set(
-    "a an the of in on at to for by with from and or but is are was were be been being it its this that these those "
-    "as which who whom whose what when where why how i you he she they we his her their our your my me him them us "
-    "do does did has have had not no so than then there here also about into over after before during".split()
-)
 _NAME = re.compile(r"\b[A-Z][a-zA-Z\u00C0-\u024F'-]+")
 
 

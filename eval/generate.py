@@ -152,9 +152,16 @@ class VLLMGenerator:
         if config.block_size is not None:
             kwargs["block_size"] = config.block_size
         self.llm = LLM(**kwargs)
+        self.config_dtype = config.dtype
         self.tokenizer = self.llm.get_tokenizer()
         self.sampling = SamplingParams(max_tokens=config.max_tokens, temperature=config.temperature, seed=config.seed)
         self._probe = SamplingParams(max_tokens=1, temperature=0.0)
+
+    @property
+    def precision(self) -> str:
+        """The dtype the engine resolved and runs at ("auto" and the CPU's fallbacks made concrete)."""
+        dtype = getattr(getattr(self.llm.llm_engine, "model_config", None), "dtype", None)
+        return str(dtype).removeprefix("torch.") if dtype is not None else str(self.config_dtype)
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` without special tokens."""

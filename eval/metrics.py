@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-import string
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans(dict.fromkeys(string.punctuation + "‘’“”–—", " "))
+from corpus.normalize import contains, content_tokens, normalize
+
+__all__ = ["normalize"]
+
 _SOURCE = r"(the )?(passages?|context|text|documents?|crib sheet|sources?|information( given| provided)?)"
 _ABSTAIN = re.compile(
     r"^\W*(unknown|n/?a|no answer|not sure|unsure|none given)\W*$"
@@ -28,20 +28,8 @@ _ABSTAIN = re.compile(
 _HEDGE_SPLIT = re.compile(r",|;| or | either ")
 
 
-def normalize(text: str) -> str:
-    """SQuAD-style normalisation: fold accents and case, drop punctuation and articles, squeeze spaces."""
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(c for c in text if not unicodedata.combining(c)).lower()
-    text = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)  # 8,611 == 8611; 1990,1991 stays two numbers
-    text = re.sub(r"\b([a-z])\.(?=[a-z]\b)", r"\1", text)  # u.s. == us (SQuAD drops punctuation)
-    text = re.sub(r"(?<=\d)\.(?=\d)", "point", text)  # 3.14 stays one token, so it never contains "3"
-    text = text.translate(_PUNCT)
-    return " ".join(_ARTICLES.sub(" ", text).split())
-
-
 def _contains(haystack: str, golds: Sequence[str]) -> float:
-    hay = f" {normalize(haystack)} "
-    return float(any(f" {g} " in hay for g in (normalize(x) for x in golds) if g))
+    return float(contains(haystack, golds))
 
 
 def hedged(prediction: str, golds: Sequence[str]) -> bool:
@@ -73,9 +61,29 @@ def _overlap(prediction: str, gold: str) -> tuple[int, int, int]:
     return sum((pred & ref).values()), sum(pred.values()), sum(ref.values())
 
 
+def _content_recall(text: str, golds: Sequence[str]) -> float:
+    have = Counter(normalize(text).split())
+    best = 0.0
+    for gold in golds:
+        want = Counter(content_tokens(gold))
+        if want:
+            best = max(best, sum((want & have).values()) / sum(want.values()))
+    return best
+
+
 def answer_token_recall(prediction: str, golds: Sequence[str]) -> float:
-    """Best over golds of the share of gold tokens present in the prediction (multiset)."""
-    return max((common / n_ref for common, _, n_ref in (_overlap(prediction, g) for g in golds) if n_ref), default=0.0)
+    """Best over golds of the share of the gold's content tokens (function words dropped, multiset) present in
+    the prediction; 0 when the prediction hedges. For a reference that is a phrase or a sentence this is the
+    meaningful match: a paraphrase that keeps its content scores high, a verbatim string match would not.
+    """
+    return 0.0 if hedged(prediction, golds) else _content_recall(prediction, golds)
+
+
+def context_token_recall(context: str, golds: Sequence[str]) -> float:
+    """Best over golds of the share of the gold's content tokens present in the final context: what a
+    compressor kept of a phrase- or sentence-long answer (a dropped "the" or comma costs nothing).
+    """
+    return _content_recall(context, golds)
 
 
 def token_f1(prediction: str, golds: Sequence[str]) -> float:
@@ -121,6 +129,7 @@ METRICS: dict[str, Metric] = {
         Metric("answer_token_f1", True, token_f1, "answer"),
         Metric("answer_token_recall", True, answer_token_recall, "answer"),
         Metric("context_answer_recall", True, context_answer_recall, "context"),
+        Metric("context_token_recall", True, context_token_recall, "context"),
     )
 }
 

@@ -49,6 +49,8 @@ class RunRow(Row):
     """JSON: CPU model, the instruction-set flags that change numerics and speed, core count, GPUs."""
     hardware_sha256: str | None = None
     """Digest of hardware_json: latency is compared across runs only when it matches."""
+    engine_precision: str | None = None
+    """The dtype the generator engine actually ran at (e.g. bfloat16): numerics differ across precisions."""
 
 
 class SampleRow(Row):
@@ -131,6 +133,9 @@ class SampleRow(Row):
     """retrieve + rerank + cold compressor cost + probe TTFT: the whole bill of a request nothing was cached for."""
     e2e_paid_s: float | None = None
     """retrieve + rerank + paid compressor cost + probe TTFT: the bill of this request given the cache."""
+    context_token_recall: float | None = None
+    """Share of the gold answer's content tokens present in the final context (a sentence-long reference is
+    matched word by word, not as one verbatim string)."""
 
 
 class SettingRow(Row):

@@ -79,6 +79,7 @@ class AnswerScores(Part):
     answer_token_f1: float
     answer_token_recall: float
     context_answer_recall: float
+    context_token_recall: float
 
 
 class JudgmentPart(Part):

@@ -150,6 +150,7 @@ class _Sweep:
             prefill_a=fit[0] if fit else None,
             prefill_b=fit[1] if fit else None,
             prefill_fit_points=len(probes),
+            engine_precision=getattr(generator, "precision", None),
         )
         return SweepResult(
             run_id=self.run_id,

@@ -1,7 +1,9 @@
-"""Commands over stored results: `report`, `gate`, `export`, and the bundled `dataset`."""
+"""Commands over data and stored results: the bundled `dataset`, `questions`, `report`, `gate`, `export`."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -24,6 +26,43 @@ def dataset(out_dir: Annotated[Path, typer.Option("--out", help="Folder for the 
     for name, info in manifest["files"].items():
         out.print(f"{out_dir / name}: {info['records']} records, sha256 {info['sha256'][:12]}")
     show_path(out_dir / "MANIFEST.json")
+
+
+@app.command()
+def questions(
+    corpus: Annotated[Path, typer.Option(help="A folder (.md .rst .txt .html .pdf), a .jsonl or a .parquet file.")],
+    out_path: Annotated[Path, typer.Option("--out", help="JSONL file of questions to write.")],
+    n: Annotated[int | None, typer.Option("--n", help="Questions to write (default: every one found).")] = None,
+    per_doc: Annotated[int, typer.Option(help="Questions per document at most.")] = 2,
+    llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint: an LLM writes them.")] = None,
+    llm_model: Annotated[str | None, typer.Option(help="Model name at --llm-url.")] = None,
+) -> None:
+    """Write answerable questions (question, gold answer aliases, gold document) generated from a corpus:
+    rule-based and offline by default, by an LLM when --llm-url and --llm-model are given.
+    """
+    from corpus.load import write_jsonl
+    from corpus.models import Question
+    from corpus.questions import LLMQuestionConfig, QuestionRules, generate_questions, llm_questions, take
+    from corpus.sources import SkipLog, SourceConfig, iter_documents
+
+    try:
+        if (llm_url is None) != (llm_model is None):
+            raise CribsheetError("--llm-url and --llm-model go together")
+        if n is not None and n < 1:
+            raise CribsheetError(f"--n {n}: ask for at least one question")
+        found: Sequence[Question]
+        docs = list(iter_documents(SourceConfig(path=corpus), SkipLog()))
+        if llm_url and llm_model:
+            found = llm_questions(docs, LLMQuestionConfig(base_url=llm_url, model=llm_model), n or len(docs))
+        else:
+            found = generate_questions(docs, QuestionRules(per_doc=per_doc))
+        picked = take(found, n, str(corpus))
+        write_jsonl(out_path, [q.model_dump() for q in picked])
+    except (CribsheetError, ValueError) as exc:
+        fail(error_message(exc))
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(Counter(getattr(q, "kind", "llm") for q in picked).items()))
+    out.print(f"{len(picked)} questions from {len(docs)} documents ({kinds})")
+    show_path(out_path)
 
 
 @app.command()

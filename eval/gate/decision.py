@@ -130,8 +130,11 @@ def decide(base: dict[str, Record], cand: dict[str, Record], policy: GatePolicy,
     if policy.latency:
         lat = policy.latency
         pairs = [(x, y) for x, y in _paired(base, cand, ids, lat.metric) if x > 0 and y > 0]
-        if len(pairs) < policy.min_questions:
-            reasons.append(f"{lat.metric}: only {len(pairs)} questions with a latency in both settings")
+        if len(pairs) < lat.min_probes:
+            reasons.append(
+                f"{lat.metric}: only {len(pairs)} questions with a latency in both settings; the policy needs "
+                f"{lat.min_probes} (sweep with --probe-questions {lat.min_probes} or more)"
+            )
         else:
             b, c = (np.array(x, dtype=float) for x in zip(*pairs, strict=True))
             latency = judge_latency(lat, b, c, policy)

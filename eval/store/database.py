@@ -50,6 +50,7 @@ class RunMeta(BaseModel):
     package_versions: str | None = None
     hardware_json: str | None = None
     hardware_sha256: str | None = None
+    engine_precision: str | None = None
 
 
 class DuckDBStore:
@@ -229,7 +230,8 @@ class DuckDBStore:
         """What one run was computed on."""
         rows = self.query(
             "SELECT run_id, status, questions_sha256, corpus_sha256, index_version, git_commit, git_dirty, "
-            "config_hash, package_versions, hardware_json, hardware_sha256 FROM runs WHERE run_id = ?",
+            "config_hash, package_versions, hardware_json, hardware_sha256, engine_precision "
+            "FROM runs WHERE run_id = ?",
             [run_id],
         )
         if not rows:
