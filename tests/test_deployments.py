@@ -31,7 +31,12 @@ def test_every_deployment_config_file_loads_into_its_flow_model() -> None:
     from eval.settings import SweepConfig
     from flows.config import load_config
 
-    models = {"index-nightly": IndexConfig, "sweep-nightly": SweepConfig, "gate": GateRequest}
+    models = {
+        "index-nightly": IndexConfig,
+        "sweep-nightly": SweepConfig,
+        "sweep-generated-nightly": SweepConfig,
+        "gate": GateRequest,
+    }
     spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
     for dep in spec["deployments"]:
         config = load_config(models[dep["name"]], ROOT / dep["parameters"]["config_file"])

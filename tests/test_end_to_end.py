@@ -94,10 +94,11 @@ def test_four_x_settings_realize_between_2_5_and_6(stored: tuple[Path, str]) -> 
 
 def test_run_is_traceable(stored: tuple[Path, str]) -> None:
     con = duckdb.connect(str(stored[0]), read_only=True)
-    status, versions, config_hash, corpus_sha = con.execute(
-        "SELECT status, package_versions, config_hash, corpus_sha256 FROM runs"
+    status, versions, config_hash, corpus_sha, precision = con.execute(
+        "SELECT status, package_versions, config_hash, corpus_sha256, engine_precision FROM runs"
     ).fetchone()
     assert status == "ok"
+    assert precision in {"bfloat16", "float16", "float32"}  # what vLLM ran at, not what was asked for
     assert {"torch", "transformers", "llmlingua", "lancedb", "duckdb", "prefect"} <= set(json.loads(versions))
     assert len(config_hash) == 16 and len(corpus_sha) == 64
     hashes = con.execute("SELECT DISTINCT setting_hash, setting_json FROM samples").fetchall()

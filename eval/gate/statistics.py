@@ -73,11 +73,14 @@ class LatencyResult(BaseModel):
 
 
 def bootstrap_ci(stat: Any, data: tuple[np.ndarray, ...], policy: GatePolicy) -> tuple[float, float]:
-    """Two-sided CI of `stat` over paired resamples (BCa; percentile when BCa is degenerate)."""
+    """Two-sided CI of `stat` over paired resamples (BCa; percentile when BCa is degenerate).
+
+    `stat(*arrays, axis)` is vectorised: it reduces along `axis`, so scipy evaluates all resamples at once.
+    """
     from scipy.stats import bootstrap
 
     if all(np.all(d == d[0]) for d in data):
-        value = float(stat(*data))
+        value = float(stat(*data, axis=-1))
         return value, value
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings():  # a degenerate BCa interval is expected here: we fall back to percentile
@@ -86,7 +89,7 @@ def bootstrap_ci(stat: Any, data: tuple[np.ndarray, ...], policy: GatePolicy) ->
                 data,
                 stat,
                 paired=True,
-                vectorized=False,
+                vectorized=True,
                 confidence_level=policy.confidence,
                 n_resamples=policy.resamples,
                 method=method,
@@ -98,10 +101,18 @@ def bootstrap_ci(stat: Any, data: tuple[np.ndarray, ...], policy: GatePolicy) ->
     raise CribsheetError("bootstrap produced no finite confidence interval")
 
 
+def _mean_diff(b: np.ndarray, c: np.ndarray, axis: int = -1) -> Any:
+    return np.mean(c, axis=axis) - np.mean(b, axis=axis)
+
+
+def _mean_ratio(b: np.ndarray, c: np.ndarray, axis: int = -1) -> Any:
+    return np.mean(b, axis=axis) / np.mean(c, axis=axis)
+
+
 def judge_metric(rule: MetricRule, base: np.ndarray, cand: np.ndarray, policy: GatePolicy) -> MetricResult:
     """Non-inferiority of one metric on paired values."""
     higher = DIRECTIONS[rule.name]
-    low, high = bootstrap_ci(lambda b, c: float(np.mean(c) - np.mean(b)), (base, cand), policy)
+    low, high = bootstrap_ci(_mean_diff, (base, cand), policy)
     # Improvement in the metric's good direction: for lower-is-better metrics flip the sign.
     imp_low, imp_high = (low, high) if higher else (-high, -low)
     if imp_low >= -rule.margin:
@@ -131,7 +142,7 @@ def judge_metric(rule: MetricRule, base: np.ndarray, cand: np.ndarray, policy: G
 
 def judge_latency(rule: LatencyRule, base: np.ndarray, cand: np.ndarray, policy: GatePolicy) -> LatencyResult:
     """Speed-up of the candidate, paired per question."""
-    low, high = bootstrap_ci(lambda b, c: float(np.mean(b) / np.mean(c)), (base, cand), policy)
+    low, high = bootstrap_ci(_mean_ratio, (base, cand), policy)
     floor = rule.min_speedup * (1 - rule.tolerance) if rule.min_speedup == 1.0 else rule.min_speedup
     verdict = "pass" if low >= floor else ("fail" if high < floor else "undecided")
     return LatencyResult(

@@ -189,7 +189,8 @@ def test_too_few_questions_and_unknown_settings(store: DuckDBStore) -> None:
 
 def test_bundled_policy_file_loads_and_bad_ones_are_named(tmp_path: Path) -> None:
     policy = GatePolicy.load(ROOT / "policies" / "gate.yaml")
-    assert policy.metrics[0].name == "answer_contains" and policy.seed == 0
+    assert [m.name for m in policy.metrics if not m.advisory] == ["answer_token_recall", "context_token_recall"]
+    assert policy.seed == 0 and policy.latency is not None and policy.latency.min_probes == 30
     bad = tmp_path / "bad.yaml"
     bad.write_text("metrics:\n  - {name: answer_contains, margin: -1}\n")
     with pytest.raises(CribsheetError, match=r"bad\.yaml: invalid gate policy"):
@@ -268,3 +269,13 @@ def test_a_failed_sample_makes_the_gate_undecided_not_a_pass(store: DuckDBStore)
     failed = gate(store, "base", "cand", POLICY, run="r2")
     assert (failed.decision, failed.exit_code) == ("undecided", UNDECIDED)
     assert "1 question(s) failed in a setting (e.g. ['q3'])" in failed.reasons[0]
+
+
+def test_latency_needs_the_policys_probe_count(store: DuckDBStore) -> None:
+    base = baseline_values()
+    fill(store, "r1", {"base": base, "fast": base | {"ttft_s": [t / 3 for t in base["ttft_s"]]}})
+    policy = POLICY.model_copy(update={"latency": LatencyRule(metric="ttft_s", min_probes=N + 1)})
+    d = gate(store, "base", "fast", policy, run="r1")
+    assert d.decision == "undecided" and d.latency is None
+    assert any(f"the policy needs {N + 1}" in r and "--probe-questions" in r for r in d.reasons), d.reasons
+    assert gate(store, "base", "fast", POLICY, run="r1").decision == "pass"

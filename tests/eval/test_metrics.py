@@ -22,7 +22,10 @@ def test_every_metric_declares_its_direction_and_what_it_reads() -> None:
     """The gate reads directions from here: answer quality is higher-is-better, latency and cost lower."""
     from eval.metrics import DIRECTIONS, POPULATIONS
 
-    assert {name for name, m in METRICS.items() if m.on == "context"} == {"context_answer_recall"}
+    assert {name for name, m in METRICS.items() if m.on == "context"} == {
+        "context_answer_recall",
+        "context_token_recall",
+    }
     assert all(DIRECTIONS[name] is True for name in METRICS)
     assert [k for k, v in DIRECTIONS.items() if v is False] == [
         "ttft_s",
