@@ -79,8 +79,8 @@ def main() -> None:
         t2 = time.perf_counter()
         for name in COMPRESSORS:
             comp = compressors[name].compress([h.text for h in top], q.question, args.ratio if name != "none" else 1.0)
-            kept = comp.kept if comp.kept is not None else list(range(len(comp.texts)))
-            titles = [top[i].title for i in kept] if len(kept) == len(comp.texts) else [""] * len(comp.texts)
+            kept = comp.kept if comp.kept is not None else list(range(len(top)))
+            titles = [top[i].heading for i in kept] if len(kept) == len(comp.texts) else [""] * len(comp.texts)
             context = context_block(titles, comp.texts)
             prompt = layout.render(context, q.question)
             gen.reset_cache()

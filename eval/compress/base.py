@@ -41,6 +41,30 @@ class CompressionResult(BaseModel):
         return self.tokens_in / self.tokens_out if self.tokens_out else float("inf")
 
 
+def align_kept(passages: Sequence[str], texts: Sequence[str]) -> list[int] | None:
+    """Which input passage each compressed text came from, when a compressor drops whole passages and keeps
+    the others in order (LongLLMLingua): the monotone matching that maximises the words each compressed text
+    shares with its passage. None when there are more texts than passages (a passage was split).
+    """
+    if len(texts) > len(passages):
+        return None
+    words = [set(p.lower().split()) for p in passages]
+    share = [[len(set(t.lower().split()) & w) for w in words] for t in texts]
+    n, m = len(texts), len(passages)
+    best = [[0.0] * (m + 1) for _ in range(n + 1)]  # best[j][i]: texts[:j] matched within passages[:i]
+    for j in range(1, n + 1):
+        best[j][j - 1] = float("-inf")
+        for i in range(j, m + 1):
+            best[j][i] = max(best[j][i - 1], best[j - 1][i - 1] + share[j - 1][i - 1])
+    kept, i = [], m
+    for j in range(n, 0, -1):
+        while best[j][i] == best[j][i - 1] and i > j:
+            i -= 1
+        kept.append(i - 1)
+        i -= 1
+    return kept[::-1]
+
+
 TokenCounter = Callable[[str], int]
 """Counts the tokens of one text with the generator's tokenizer."""
 

@@ -18,6 +18,7 @@ from eval.compress.base import (
     Compressor,
     CompressorDeps,
     TokenCounter,
+    align_kept,
 )
 from eval.compress.cache import CompressionCache
 from eval.compress.identity import code_version, compressor_identity
@@ -190,6 +191,7 @@ class LongLLMLinguaCompressor:
         texts = [t.strip() for t in out["compressed_prompt"].split(self.separator) if t.strip()]
         return CompressionResult(
             texts=texts,
+            kept=list(range(len(passages))) if len(texts) == len(passages) else align_kept(passages, texts),
             tokens_in=sum(self.count(p) for p in passages),
             tokens_out=sum(self.count(t) for t in texts),
             seconds=time.perf_counter() - start,
