@@ -43,12 +43,40 @@ class FaithfulnessResult(BaseModel):
     claims: list[ClaimVerdict]
 
 
-def split_claims(answer: str) -> list[str]:
-    """One claim per sentence (a short answer is one claim); abstentions claim nothing."""
+_FENCE = re.compile(r"```.*?(```|$)", re.S)
+_LIST_MARK = re.compile(r"^\s*(?:\(?\d{1,3}[.)]|[-*•]|[a-z][.)])(?=\s|$)\s*")
+_LEAD_IN = re.compile(
+    r"^\s*(?:(?:so,? )?(?:the )?(?:final |short |correct )?answer(?: is| would be)?|answer|"
+    r"according to (?:the )?(?:context|passages?|text|crib sheet)|based on (?:the )?(?:context|passages?|text))"
+    r"\s*[:,-]?\s*",
+    re.I,
+)
+
+
+def split_claims(answer: str, question: str | None = None) -> list[str]:
+    """The assertions of an answer, one per sentence (a short answer is one claim).
+
+    Not claims: abstentions, code fences, list numbers ("3."), lead-ins ("The answer is:", "According to
+    the context,": the rest of the sentence is the claim), a sentence ending in ":" (it announces, asserts
+    nothing), a restated question (no content word beyond the question's), and anything without a content
+    word. An answer with none of them gets status `no_claims`, never a score.
+    """
     if abstained(answer):
         return []
-    claims = [answer[s:e].strip() for s, e, _ in sentence_spans(answer)]
-    return [c for c in claims if _content(c)]
+    text = _FENCE.sub(" ", answer)
+    asked = set(_content(question)) if question else set()
+    claims = []
+    lines = [_LIST_MARK.sub("", line) for line in text.splitlines()]
+    sentences = [line[s:e] for line in lines for s, e, _ in sentence_spans(line)]
+    for sentence in sentences:
+        claim = _LEAD_IN.sub("", _LIST_MARK.sub("", sentence)).strip()
+        words = _content(claim)
+        if not words or claim.endswith(":") or (asked and set(words) <= asked and claim.rstrip().endswith("?")):
+            continue
+        if asked and set(words) <= asked and len(words) >= 2:
+            continue  # the question restated as a statement: nothing the context has to support
+        claims.append(claim)
+    return claims
 
 
 def _content(text: str) -> list[str]:
@@ -73,9 +101,9 @@ class ClaimChecker:
         self.max_candidates = max_candidates
         self._vectors = VectorCache(embedder, 100_000)  # the same passages come back in every setting
 
-    def check(self, answer: str, context: str) -> FaithfulnessResult:
-        """Split `answer` into claims and check each against `context`."""
-        claims = split_claims(answer)
+    def check(self, answer: str, context: str, question: str | None = None) -> FaithfulnessResult:
+        """Split `answer` into claims (`question` lets a restated question count as none) and check each."""
+        claims = split_claims(answer, question)
         if not claims:
             return FaithfulnessResult(score=None, status="no_claims", claims=[])
         sentences = [(s, e) for s, e, _ in sentence_spans(context)] or [(0, len(context))]

@@ -51,7 +51,7 @@ def judge_drafts(drafts: Sequence[SampleDraft], checker: ClaimChecker, judge: Ju
             continue
         answer = draft.generation.answer
         context = draft.compression.context_text if draft.compression else None
-        result = checker.check(answer, context or "")
+        result = checker.check(answer, context or "", draft.key.question)
         ragas = ragas_columns(judge, draft.key.question, answer, context or "") if judge is not None else {}
         draft.judgment = JudgmentPart(
             faithfulness=result.score,

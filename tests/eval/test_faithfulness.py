@@ -57,3 +57,17 @@ def test_checker_validates_on_bundled_corpus_with_real_embedder(tmp_path: Path) 
     assert {c.kind for c in cases} >= {"span", "other_passage", "swapped_name", "swapped_number"}
     report = validate(ClaimChecker(SentenceTransformerEmbedder()), cases)
     assert report.accuracy >= 0.9 and report.precision >= 0.9 and report.recall >= 0.9, report
+
+
+CLAIM_CASES = json.loads((Path(__file__).parent.parent / "data" / "claim_cases.json").read_text())
+
+
+@pytest.mark.parametrize("case", CLAIM_CASES, ids=[repr(c["answer"])[:30] for c in CLAIM_CASES])
+def test_only_assertions_are_claims(case: dict) -> None:
+    assert split_claims(case["answer"], case.get("question")) == case["claims"]
+
+
+def test_an_answer_without_assertions_has_no_score(checker: ClaimChecker) -> None:
+    for answer in ("3.", "The answer is:", "```\n```", ""):
+        result = checker.check(answer, CONTEXT)
+        assert result.status == "no_claims" and result.score is None and result.claims == []
