@@ -18,6 +18,79 @@ from corpus.normalize import STOP, normalize
 from eval.metrics import abstained
 
 _NAME = re.compile(r"\b[A-Z][a-zA-Z\u00C0-\u024F'-]+")
+_NEGATION = re.compile(r"\b(not|never|no|neither|nor|cannot|without|none)\b|n't\b")
+_CLAUSE = re.compile(r"[,;:()]|\b(?:although|though|while|whereas|but)\b", re.I)
+_ATTRIBUTE = re.compile(
+    r"^(\w{3,}est|first|second|third|fourth|fifth|last|final|north|south|east|west|northern|southern|eastern|"
+    r"western|central|upper|lower|inner|outer|early|late|earlier|later|ancient|modern|major|minor|most|least|"
+    r"larger|smaller|higher|older|younger|longer|shorter|bigger|greater|fewer|more|less|public|private|male|"
+    r"female|maximum|minimum|increase|decrease|before|after)$"
+)
+DEMONYMS = {
+    "american": "united states", "british": "britain", "english": "england", "french": "france",
+    "german": "germany", "italian": "italy", "spanish": "spain", "portuguese": "portugal",
+    "dutch": "netherlands", "polish": "poland", "russian": "russia", "swedish": "sweden",
+    "norwegian": "norway", "danish": "denmark", "greek": "greece", "turkish": "turkey", "chinese": "china",
+    "japanese": "japan", "korean": "korea", "indian": "india", "egyptian": "egypt", "mexican": "mexico",
+    "brazilian": "brazil", "canadian": "canada", "australian": "australia", "austrian": "austria",
+    "swiss": "switzerland", "belgian": "belgium", "irish": "ireland", "scottish": "scotland",
+    "persian": "persia", "iranian": "iran", "roman": "rome", "hungarian": "hungary", "czech": "czech republic",
+    "finnish": "finland", "argentine": "argentina", "nigerian": "nigeria", "israeli": "israel",
+    "ukrainian": "ukraine", "welsh": "wales", "icelandic": "iceland", "thai": "thailand",
+    "vietnamese": "vietnam", "filipino": "philippines", "indonesian": "indonesia", "pakistani": "pakistan",
+    "afghan": "afghanistan", "iraqi": "iraq", "syrian": "syria", "saudi": "saudi arabia",
+    "ethiopian": "ethiopia", "kenyan": "kenya", "moroccan": "morocco", "algerian": "algeria",
+    "peruvian": "peru", "chilean": "chile", "colombian": "colombia", "cuban": "cuba", "serbian": "serbia",
+    "croatian": "croatia", "romanian": "romania", "bulgarian": "bulgaria", "mongolian": "mongolia",
+    "tibetan": "tibet", "armenian": "armenia", "georgian": "georgia", "lebanese": "lebanon",
+    "bengali": "bengal", "nepali": "nepal", "burmese": "burma", "scandinavian": "scandinavia",
+    "african": "africa", "asian": "asia", "european": "europe",
+}
+"""Demonym -> place: "a Norwegian playwright" and "a playwright from Norway" say the same (one token each:
+the place's last word stands for it)."""
+_CANON = {d: place.split()[-1] for d, place in DEMONYMS.items()}
+
+
+def _canon(tokens: list[str]) -> list[str]:
+    return [_CANON.get(t, t) for t in tokens]
+
+
+_TITLE = re.compile(r"^\[\d+\] ([^:\n]+):", re.M)
+
+
+def _name_tokens(text: str) -> list[str]:
+    return [t for n in _NAME.findall(text) for t in _canon(normalize(n).split()) if t not in STOP]
+
+
+def _aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
+    """(polarity, roles, attributes) of each claim clause against the span clause that says most of it."""
+    span_clauses = _clauses(span) or [span]
+    polarity_ok = roles_ok = attributes_ok = True
+    for cc in _clauses(claim):
+        words = set(_content(cc))
+        sc = max(span_clauses, key=lambda c: len(words & set(_content(c))))
+        sc_tokens = set(_canon(normalize(sc).split()))
+        polarity_ok &= _polarity(cc) == _polarity(sc)
+        attributes_ok &= all(w in sc_tokens for w in words if _ATTRIBUTE.match(w))
+        names = [t for t in _name_tokens(cc) if t not in titles]
+        sc_names = [t for t in _name_tokens(sc) if t not in titles]
+        elsewhere = {t for c in span_clauses if c is not sc for t in _name_tokens(c)}
+        if sc_names:  # a clause without names leaves the subject to its neighbours ("..., at 8,611 metres")
+            roles_ok &= not any(t not in sc_tokens and t in elsewhere for t in names)
+            shared = [t for t in dict.fromkeys(names) if t in sc_names]
+            if len(shared) >= 2:
+                order = sorted(shared, key=sc_names.index)
+                flipped = (" by " in f" {cc.lower()} ") != (" by " in f" {sc.lower()} ")  # active <-> passive
+                roles_ok &= (order == shared) != flipped
+    return polarity_ok, roles_ok, attributes_ok
+
+
+def _polarity(text: str) -> bool:
+    return bool(_NEGATION.search(text.lower().replace("’", "'")))
+
+
+def _clauses(text: str) -> list[str]:
+    return [c for c in _CLAUSE.split(text) if c and _content(c)]
 
 
 class ClaimVerdict(BaseModel):
@@ -32,6 +105,15 @@ class ClaimVerdict(BaseModel):
     numbers_ok: bool
     names_ok: bool
     supported: bool
+    polarity_ok: bool = True
+    """Negated where the aligned context clause is negated, and only there."""
+    roles_ok: bool = True
+    """Each name and number sits in the context clause that states what the claim says of it (no name taken
+    from a neighbouring clause, no two names exchanged)."""
+    attributes_ok: bool = True
+    """No superlative, ordinal, direction or comparative that the aligned clause does not have."""
+    reason: str = ""
+    """Why the claim is unsupported (empty when supported)."""
 
 
 class FaithfulnessResult(BaseModel):
@@ -80,7 +162,7 @@ def split_claims(answer: str, question: str | None = None) -> list[str]:
 
 
 def _content(text: str) -> list[str]:
-    return [w for w in normalize(text).split() if w not in STOP]
+    return _canon([w for w in normalize(text).split() if w not in STOP])
 
 
 class ClaimChecker:
@@ -111,7 +193,7 @@ class ClaimChecker:
         spans = [context[s:e] for s, e in sentences]
         spans += [context[a[0] : b[1]] for a, b in zip(sentences, sentences[1:], strict=False)]
         span_words = [set(_content(s)) for s in spans]
-        context_tokens = set(normalize(context).split())
+        titles = {t for title in _TITLE.findall(context) for t in _canon(normalize(title).split())}
         # Meaning only matters for spans that cover enough words to support a claim at all; embedding just
         # those (a handful per claim, in one call per answer) keeps the checker cheap on long contexts.
         plans = []
@@ -128,17 +210,22 @@ class ClaimChecker:
             sims = [float(vectors[spans[j]] @ vectors[claim]) for j in candidates]
             pick = max(range(len(candidates)), key=lambda t: (lexical[candidates[t]] + sims[t], -t))
             best, sem = candidates[pick], sims[pick]
-            claim_tokens = normalize(claim).split()
-            numbers_ok = all(t in context_tokens for t in claim_tokens if any(c.isdigit() for c in t))
-            names_ok = all(
-                t in context_tokens for n in _NAME.findall(claim) for t in normalize(n).split() if t not in STOP
-            )
+            span_tokens = set(_canon(normalize(spans[best]).split()))
+            claim_tokens = _canon(normalize(claim).split())
+            numbers_ok = all(t in span_tokens for t in claim_tokens if any(c.isdigit() for c in t))
+            names_ok = all(t in span_tokens or t in titles for t in _name_tokens(claim))
             lex = lexical[best]
-            supported = (
-                numbers_ok
-                and names_ok
-                and (lex >= self.lexical_alone or (lex >= self.lexical_with_meaning and sem >= self.meaning))
-            )
+            close = lex >= self.lexical_alone or (lex >= self.lexical_with_meaning and sem >= self.meaning)
+            polarity_ok, roles_ok, attributes_ok = _aligned(claim, spans[best], titles)
+            checks = {
+                "a number the supporting sentence does not have": numbers_ok,
+                "a name the supporting sentence does not have": names_ok,
+                "negated where the context is not, or the reverse": polarity_ok,
+                "a name or number in another clause's role": roles_ok,
+                "an attribute (superlative, ordinal, direction) the context does not state": attributes_ok,
+                "no sentence of the context says this": close,
+            }
+            failed = [why for why, ok in checks.items() if not ok]
             verdicts.append(
                 ClaimVerdict(
                     claim=claim,
@@ -147,7 +234,11 @@ class ClaimChecker:
                     semantic=sem,
                     numbers_ok=numbers_ok,
                     names_ok=names_ok,
-                    supported=supported,
+                    supported=not failed,
+                    polarity_ok=polarity_ok,
+                    roles_ok=roles_ok,
+                    attributes_ok=attributes_ok,
+                    reason="; ".join(failed),
                 )
             )
         score = sum(v.supported for v in verdicts) / len(verdicts)
