@@ -1,8 +1,13 @@
-"""Validates the offline faithfulness checker on a labelled set built from the bundled corpus.
+"""Validates the offline faithfulness checker on the frozen hard labelled set (and the old easy set).
 
-Faithful: sentences and short spans of the context passage. Unfaithful: a sentence of another passage,
-the passage sentence with a name swapped, or with a number changed. Prints a table, then one JSON line.
-Usage: .venv/bin/python benchmarks/faithfulness_validation.py [--docs N]
+Hard set: benchmarks/data/faithfulness_hard.json, built by eval/faithfulness_hard.py from the bundled
+corpus: faithful rewrites (verbatim, merged sentences, reordered clauses, active/passive, demonym/country,
+number formats) and unfaithful edits that keep almost every word (negation added or removed, a name or
+number swapped for another one of the same context, two names' roles exchanged, an attribute word flipped,
+a true fact of a related document, the wrong candidate of a sentence). The `tune` split may be used to
+choose thresholds; `test` is held out. The easy set (other-passage sentences, foreign names, shifted
+numbers) stays as a regression check. Prints a confusion matrix per kind and split, then one JSON line.
+Usage: .venv/bin/python benchmarks/faithfulness_validation.py [--split test] [--easy-docs 200]
 """
 
 from __future__ import annotations
@@ -11,47 +16,80 @@ import argparse
 import json
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
+from typing import Any
+
+HARD = Path(__file__).parent / "data" / "faithfulness_hard.json"
+
+
+def confusion(labels: list[bool], predicted: list[bool]) -> dict[str, Any]:
+    """Counts with "unsupported" as the positive class (what a gate wants caught), and the rates."""
+    tp = sum(not y and not p for y, p in zip(labels, predicted, strict=True))  # unfaithful, caught
+    fn = sum(not y and p for y, p in zip(labels, predicted, strict=True))  # unfaithful, passed
+    tn = sum(y and p for y, p in zip(labels, predicted, strict=True))  # faithful, kept
+    fp = sum(y and not p for y, p in zip(labels, predicted, strict=True))  # faithful, rejected
+    tpr = tp / (tp + fn) if tp + fn else None
+    tnr = tn / (tn + fp) if tn + fp else None
+    rates = [r for r in (tpr, tnr) if r is not None]
+    return {
+        "caught": tp,
+        "passed": fn,
+        "kept": tn,
+        "rejected": fp,
+        "balanced_accuracy": round(sum(rates) / len(rates), 4) if rates else None,
+        "precision_unsupported": round(tp / (tp + fp), 4) if tp + fp else None,
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--docs", type=int, default=200)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--split", action="append", help="tune and/or test (default: both)")
+    parser.add_argument("--easy-docs", type=int, default=200, help="documents of the old easy set (0: skip)")
     args = parser.parse_args()
     from eval.runtime import quiet_offline_env
 
     quiet_offline_env()
-
-    from corpus.bundled import CORPUS_FILE, build_bundled
     from corpus.embed import SentenceTransformerEmbedder
-    from corpus.sources import SkipLog, SourceConfig, iter_documents
     from eval.faithfulness import ClaimChecker
-    from eval.faithfulness_validation import build_cases, validate
+    from eval.faithfulness_hard import read_hard_set
 
-    work = Path(tempfile.mkdtemp(prefix="cribsheet-faith-"))
-    build_bundled(work)
-    docs = list(iter_documents(SourceConfig(path=work / CORPUS_FILE), SkipLog()))
-    cases = build_cases(docs, args.docs)
-    start = time.perf_counter()
-    report = validate(ClaimChecker(SentenceTransformerEmbedder()), cases)
-    seconds = time.perf_counter() - start
-    print(f"{report.n} labelled answers from {args.docs} passages, checked in {seconds:.1f} s")
-    print(f"accuracy {report.accuracy:.3f}   precision {report.precision:.3f}   recall {report.recall:.3f}")
-    for kind, acc in report.by_kind.items():
-        n = sum(c.kind == kind for c in cases)
-        print(f"  {kind:<16} n={n:<4} accuracy {acc:.3f}")
-    print(
-        json.dumps(
-            {
-                "cases": report.n,
-                "accuracy": round(report.accuracy, 4),
-                "precision": round(report.precision, 4),
-                "recall": round(report.recall, 4),
-                "seconds": round(seconds, 2),
-                **{f"{k}_accuracy": round(v, 4) for k, v in report.by_kind.items()},
-            }
-        )
-    )
+    checker = ClaimChecker(SentenceTransformerEmbedder())
+    report: dict[str, Any] = {}
+    cases = read_hard_set(HARD)
+    for split in args.split or ["tune", "test"]:
+        chosen = [c for c in cases if c.split == split]
+        start = time.perf_counter()
+        predicted = [checker.check(c.answer, c.context).score == 1.0 for c in chosen]
+        seconds = time.perf_counter() - start
+        by_kind: dict[str, tuple[list[bool], list[bool]]] = defaultdict(lambda: ([], []))
+        for c, p in zip(chosen, predicted, strict=True):
+            by_kind[c.kind][0].append(c.faithful)
+            by_kind[c.kind][1].append(p)
+        overall = confusion([c.faithful for c in chosen], predicted)
+        print(f"\nhard set, {split} split: {len(chosen)} cases in {seconds:.1f} s; {overall}")
+        print(f"  {'kind':<18}{'n':>5}{'label':>12}{'accuracy':>10}  (caught/passed or kept/rejected)")
+        kinds = {}
+        for kind, (labels, preds) in sorted(by_kind.items()):
+            acc = sum(y == p for y, p in zip(labels, preds, strict=True)) / len(labels)
+            c = confusion(labels, preds)
+            detail = f"{c['kept']}/{c['rejected']}" if labels[0] else f"{c['caught']}/{c['passed']}"
+            label = "faithful" if labels[0] else "unfaithful"
+            print(f"  {kind:<18}{len(labels):>5}{label:>12}{acc:>10.3f}  {detail}")
+            kinds[kind] = {"n": len(labels), "accuracy": round(acc, 4)}
+        report[split] = {**overall, "seconds": round(seconds, 1), "kinds": kinds}
+    if args.easy_docs:
+        from corpus.bundled import CORPUS_FILE, build_bundled
+        from corpus.sources import SkipLog, SourceConfig, iter_documents
+        from eval.faithfulness_validation import build_cases, validate
+
+        work = Path(tempfile.mkdtemp(prefix="cribsheet-faith-"))
+        build_bundled(work)
+        docs = list(iter_documents(SourceConfig(path=work / CORPUS_FILE), SkipLog()))
+        easy = validate(checker, build_cases(docs, args.easy_docs))
+        print(f"\neasy set (regression): {easy.n} cases, accuracy {easy.accuracy:.3f}")
+        report["easy_accuracy"] = round(easy.accuracy, 4)
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":

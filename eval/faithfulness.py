@@ -1,9 +1,13 @@
 """Offline claim-level faithfulness: is each claim of the answer supported by the context?
 
-No LLM judge (a 135M judge is noise): a claim is supported when one context sentence covers its content
-words (lexical), or is close in meaning (embedding) while covering most of them; every number and every
-capitalised name in the claim must also occur in the context, which catches swapped entities and figures
-that similarity alone misses. Each claim keeps its evidence: the best span and both scores.
+No LLM judge (a 135M judge is noise): a claim is supported when one context sentence (or two adjacent ones)
+covers its content words (lexical), or is close in meaning (embedding) while covering most of them, and the
+finer checks hold against that span: every number and capitalised name of the claim is in it (a name of
+another sentence of the same context does not count); each clause of the claim has the polarity of the
+span clause that says most of it ("not" is not a stop word here); names sit in that clause, not in a
+neighbouring one, and in the same order unless the voice changed (active/passive); no superlative,
+ordinal, direction or comparative is added. Demonyms count as their place ("Polish" = "Poland"). Each claim
+keeps its evidence: the span, both scores, each check and the reason for the verdict.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pydantic import BaseModel
 from corpus.chunk import sentence_spans
 from corpus.embed import Embedder, VectorCache
 from corpus.normalize import STOP, normalize
+from corpus.normalize import canonical as _canon
 from eval.metrics import abstained
 
 _NAME = re.compile(r"\b[A-Z][a-zA-Z\u00C0-\u024F'-]+")
@@ -26,33 +31,6 @@ _ATTRIBUTE = re.compile(
     r"larger|smaller|higher|older|younger|longer|shorter|bigger|greater|fewer|more|less|public|private|male|"
     r"female|maximum|minimum|increase|decrease|before|after)$"
 )
-DEMONYMS = {
-    "american": "united states", "british": "britain", "english": "england", "french": "france",
-    "german": "germany", "italian": "italy", "spanish": "spain", "portuguese": "portugal",
-    "dutch": "netherlands", "polish": "poland", "russian": "russia", "swedish": "sweden",
-    "norwegian": "norway", "danish": "denmark", "greek": "greece", "turkish": "turkey", "chinese": "china",
-    "japanese": "japan", "korean": "korea", "indian": "india", "egyptian": "egypt", "mexican": "mexico",
-    "brazilian": "brazil", "canadian": "canada", "australian": "australia", "austrian": "austria",
-    "swiss": "switzerland", "belgian": "belgium", "irish": "ireland", "scottish": "scotland",
-    "persian": "persia", "iranian": "iran", "roman": "rome", "hungarian": "hungary", "czech": "czech republic",
-    "finnish": "finland", "argentine": "argentina", "nigerian": "nigeria", "israeli": "israel",
-    "ukrainian": "ukraine", "welsh": "wales", "icelandic": "iceland", "thai": "thailand",
-    "vietnamese": "vietnam", "filipino": "philippines", "indonesian": "indonesia", "pakistani": "pakistan",
-    "afghan": "afghanistan", "iraqi": "iraq", "syrian": "syria", "saudi": "saudi arabia",
-    "ethiopian": "ethiopia", "kenyan": "kenya", "moroccan": "morocco", "algerian": "algeria",
-    "peruvian": "peru", "chilean": "chile", "colombian": "colombia", "cuban": "cuba", "serbian": "serbia",
-    "croatian": "croatia", "romanian": "romania", "bulgarian": "bulgaria", "mongolian": "mongolia",
-    "tibetan": "tibet", "armenian": "armenia", "georgian": "georgia", "lebanese": "lebanon",
-    "bengali": "bengal", "nepali": "nepal", "burmese": "burma", "scandinavian": "scandinavia",
-    "african": "africa", "asian": "asia", "european": "europe",
-}
-"""Demonym -> place: "a Norwegian playwright" and "a playwright from Norway" say the same (one token each:
-the place's last word stands for it)."""
-_CANON = {d: place.split()[-1] for d, place in DEMONYMS.items()}
-
-
-def _canon(tokens: list[str]) -> list[str]:
-    return [_CANON.get(t, t) for t in tokens]
 
 
 _TITLE = re.compile(r"^\[\d+\] ([^:\n]+):", re.M)
@@ -103,7 +81,9 @@ class ClaimVerdict(BaseModel):
     semantic: float
     """Cosine similarity of claim and best span (embedder)."""
     numbers_ok: bool
+    """Every number of the claim occurs in the best span."""
     names_ok: bool
+    """Every capitalised name of the claim occurs in the best span (or is a passage title)."""
     supported: bool
     polarity_ok: bool = True
     """Negated where the aligned context clause is negated, and only there."""

@@ -183,8 +183,16 @@ class ClaimRow(Row):
     numbers_ok: bool
     """Every number of the claim occurs in the context."""
     names_ok: bool
-    """Every capitalised name of the claim occurs in the context."""
+    """Every capitalised name of the claim occurs in the best span (or is a passage title)."""
     supported: bool
+    polarity_ok: bool | None = None
+    """Negated where the aligned context clause is negated, and only there."""
+    roles_ok: bool | None = None
+    """Each name sits in the context clause that says what the claim says of it; two names are not exchanged."""
+    attributes_ok: bool | None = None
+    """No superlative, ordinal, direction or comparative the aligned context clause does not have."""
+    reason: str | None = None
+    """Why the claim is unsupported (empty when supported)."""
 
 
 class GateDecisionRow(Row):
