@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.errors import CribsheetError
 from corpus.registry import Registry
@@ -32,6 +32,9 @@ class VLLMConfig(BaseModel):
     max_tokens: int = 48
     temperature: float = 0.0
     seed: int = 0
+    probe_tokens: int = Field(default=8, ge=1)
+    """Tokens a serial latency probe generates: TTFT needs only the first; the others time a short decode
+    (`probe_decode_s`). Fewer than `max_tokens` keeps 30 probes per setting affordable on a CPU."""
 
 
 class GeneratorConfig(VLLMConfig):
@@ -156,6 +159,9 @@ class VLLMGenerator:
         self.tokenizer = self.llm.get_tokenizer()
         self.sampling = SamplingParams(max_tokens=config.max_tokens, temperature=config.temperature, seed=config.seed)
         self._probe = SamplingParams(max_tokens=1, temperature=0.0)
+        self._latency = SamplingParams(
+            max_tokens=min(config.probe_tokens, config.max_tokens), temperature=config.temperature, seed=config.seed
+        )
 
     @property
     def precision(self) -> str:
@@ -200,7 +206,7 @@ class VLLMGenerator:
 
     def probe(self, prompt: str) -> Probe:
         """Run one prompt alone and read vLLM's own timestamps."""
-        out = self.llm.generate([prompt], self.sampling, use_tqdm=False)[0]
+        out = self.llm.generate([prompt], self._latency, use_tqdm=False)[0]
         stats = getattr(out, "metrics", None)
 
         def span(a: str, b: str) -> float | None:
