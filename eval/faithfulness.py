@@ -94,6 +94,9 @@ class ClaimVerdict(BaseModel):
     """No superlative, ordinal, direction or comparative that the aligned clause does not have."""
     reason: str = ""
     """Why the claim is unsupported (empty when supported)."""
+    slot_ok: bool | None = None
+    """For a short answer to a question with a slot ("... from which year to 1962?", "Fill in the blank: ...
+    ___ ..."): the context has the answer between the slot's neighbours. None: no slot to check."""
 
 
 class FaithfulnessResult(BaseModel):
@@ -103,6 +106,41 @@ class FaithfulnessResult(BaseModel):
     status: str
     """ok | no_claims (abstained or empty answer)"""
     claims: list[ClaimVerdict]
+
+
+_SLOT = re.compile(
+    r"\b(?:(?P<prep>in|on|from|since|until|by|around|to) which (?:year|date)|how many|by whom|by what|___+)(?=\W|$)"
+)
+
+
+_PREPOSITIONS = {"in", "on", "from", "since", "until", "by", "around", "to", "at", "about"}
+
+
+def _fills_the_slot(answer: str, question: str, context: str) -> bool | None:
+    """Does the context hold a short answer where the question's slot is: both neighbours of the slot next
+    to it ("from 1961 to" for "... from which year to 1962?")? None when the question has no slot inside it
+    or the answer is not short.
+    """
+    question = re.sub(r"^\s*fill in the blank\s*:\s*", "", question, flags=re.I)
+    m = _SLOT.search(question)
+    words = normalize(answer).split()
+    if m is None or m.start() == 0 or not 1 <= len(words) <= 4:
+        return None
+    left2 = normalize(question[: m.start()] + (m.group("prep") or "")).split()[-2:]
+    right2 = normalize(question[m.end() :]).split()[:2]
+    left, right = left2[-1:], right2[:1]
+    if m.group().startswith("how many") and right and words[-1] == right[0]:
+        words = words[:-1]  # "6,400 km" for "how many km"
+    if words and words[0] in _PREPOSITIONS:
+        words = words[1:]  # "in 1889" for "in which year"
+    if not words:
+        return None
+    hay, phrase = f" {normalize(context)} ", " ".join(words)
+    if f" {' '.join([*left2, phrase, *right2])} " in hay:
+        return True
+    # The neighbours may differ (a dropped aside): each one next to the answer, and the answer only once.
+    sides = all(f" {' '.join(part)} " in hay for part in ([*left, phrase], [phrase, *right]) if len(part) > 1)
+    return sides and hay.count(f" {phrase} ") == 1
 
 
 _FENCE = re.compile(r"```.*?(```|$)", re.S)
@@ -197,6 +235,7 @@ class ClaimChecker:
             lex = lexical[best]
             close = lex >= self.lexical_alone or (lex >= self.lexical_with_meaning and sem >= self.meaning)
             polarity_ok, roles_ok, attributes_ok = _aligned(claim, spans[best], titles)
+            slot_ok = _fills_the_slot(claim, question, context) if question else None
             checks = {
                 "a number the supporting sentence does not have": numbers_ok,
                 "a name the supporting sentence does not have": names_ok,
@@ -204,6 +243,7 @@ class ClaimChecker:
                 "a name or number in another clause's role": roles_ok,
                 "an attribute (superlative, ordinal, direction) the context does not state": attributes_ok,
                 "no sentence of the context says this": close,
+                "the context does not have this where the question asks": slot_ok is not False,
             }
             failed = [why for why, ok in checks.items() if not ok]
             verdicts.append(
@@ -219,6 +259,7 @@ class ClaimChecker:
                     roles_ok=roles_ok,
                     attributes_ok=attributes_ok,
                     reason="; ".join(failed),
+                    slot_ok=slot_ok,
                 )
             )
         score = sum(v.supported for v in verdicts) / len(verdicts)

@@ -193,6 +193,9 @@ class ClaimRow(Row):
     """No superlative, ordinal, direction or comparative the aligned context clause does not have."""
     reason: str | None = None
     """Why the claim is unsupported (empty when supported)."""
+    slot_ok: bool | None = None
+    """Short answer to a question with a slot: the context has it between the slot's neighbours (NULL: no
+    slot)."""
 
 
 class GateDecisionRow(Row):

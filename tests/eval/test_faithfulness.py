@@ -71,3 +71,40 @@ def test_an_answer_without_assertions_has_no_score(checker: ClaimChecker) -> Non
     for answer in ("3.", "The answer is:", "```\n```", ""):
         result = checker.check(answer, CONTEXT)
         assert result.status == "no_claims" and result.score is None and result.claims == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "question", "context", "expected"),
+    [
+        ("1961", "He was prime minister from which year to 1962 and president from 1962 to 1964?", "", True),
+        ("1962", "He was prime minister from which year to 1962 and president from 1962 to 1964?", "", False),
+        ("In 1961.", "He was prime minister from which year to 1962 and president from 1962 to 1964?", "", True),
+        (
+            "China",
+            "Fill in the blank: The road ran between ___ and Europe",
+            "The road ran between China and Europe.",
+            True,
+        ),
+        (
+            "Europe",
+            "Fill in the blank: The road ran between ___ and Europe",
+            "The road ran between China and Europe.",
+            False,
+        ),
+        ("6,400 km", "The road spanned over how many km of land?", "The road spanned over 6,400 km of land.", True),
+        (
+            "4,000",
+            "The road spanned over how many km of land?",
+            "The road spanned over 6,400 km (4,000 mi) of land.",
+            False,
+        ),
+        ("Paris", "What is the capital of France?", "Paris is the capital of France.", None),  # no slot inside
+    ],
+)
+def test_a_short_answer_must_fill_the_questions_slot(
+    answer: str, question: str, context: str, expected: object
+) -> None:
+    from eval.faithfulness import _fills_the_slot
+
+    context = context or "He was prime minister from 1961 to 1962 and president from 1962 to 1964."
+    assert _fills_the_slot(answer, question, context) is expected
