@@ -79,23 +79,24 @@ def main() -> None:
             print(f"  {kind:<18}{len(labels):>5}{label:>12}{acc:>10.3f}  {detail}")
             kinds[kind] = {"n": len(labels), "accuracy": round(acc, 4)}
         report[split] = {**overall, "seconds": round(seconds, 1), "kinds": kinds}
-    real = json.loads(REAL.read_text())["cases"]
-    labels, predicted = [], []
-    for case in real:
-        result = checker.check(case["answer"], case["context"] or "", case["question"])
-        verdict = (
-            "no_claims" if result.status == "no_claims" else ("supported" if result.score == 1.0 else "unsupported")
+    for split in args.split or ["tune", "test"]:
+        real = [c for c in json.loads(REAL.read_text())["cases"] if c["split"] == split]
+        labels, predicted = [], []
+        for case in real:
+            result = checker.check(case["answer"], case["context"] or "", case["question"])
+            verdict = (
+                "no_claims" if result.status == "no_claims" else ("supported" if result.score == 1.0 else "unsupported")
+            )
+            labels.append(case["label"])
+            predicted.append(verdict)
+        claims = [(y, p) for y, p in zip(labels, predicted, strict=True) if y != "no_claims"]
+        real_conf = confusion([y == "supported" for y, _ in claims], [p == "supported" for _, p in claims])
+        no_claims = sum(y == p == "no_claims" for y, p in zip(labels, predicted, strict=True))
+        print(
+            f"\nreal answers, {split} split: {len(real)} labelled; {real_conf}; no_claims agreed on {no_claims} of "
+            f"{labels.count('no_claims')} labelled and {predicted.count('no_claims')} predicted"
         )
-        labels.append(case["label"])
-        predicted.append(verdict)
-    claims = [(y, p) for y, p in zip(labels, predicted, strict=True) if y != "no_claims"]
-    real_conf = confusion([y == "supported" for y, _ in claims], [p == "supported" for _, p in claims])
-    no_claims = sum(y == p == "no_claims" for y, p in zip(labels, predicted, strict=True))
-    print(
-        f"\nreal answers (held out): {len(real)} labelled; {real_conf}; no_claims agreed on {no_claims} of "
-        f"{labels.count('no_claims')} labelled and {predicted.count('no_claims')} predicted"
-    )
-    report["real"] = {**real_conf, "n": len(real)}
+        report[f"real_{split}"] = {**real_conf, "n": len(real)}
     if args.easy_docs:
         from corpus.bundled import CORPUS_FILE, build_bundled
         from corpus.sources import SkipLog, SourceConfig, iter_documents

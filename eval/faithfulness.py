@@ -113,6 +113,39 @@ _SLOT = re.compile(
 )
 
 
+def _stem(word: str) -> str:
+    return word[:5] if len(word) > 5 else word
+
+
+def _answers_what_is_asked(claim: str, question: str, context: str) -> bool | None:
+    """For a claim answering a question without a slot ("The official language of Monaco is Italian."):
+    the names and numbers it adds to the question must sit in the context clause that states what the
+    question asks (the clause with most of the question's words). None when the claim adds none, or no
+    clause states all of the question's predicate.
+    """
+    asked = set(_content(question))
+    names = set(_name_tokens(question))
+    added = [t for t in _name_tokens(claim) if t not in asked] + [
+        t for t in _canon(normalize(claim).split()) if any(c.isdigit() for c in t) and t not in asked
+    ]
+    predicate = {_stem(w) for w in asked - names}
+    if not added or not predicate:
+        return None
+    scored = []
+    for s, e, _ in sentence_spans(context):
+        clauses = _clauses(context[s:e])
+        subject = set(_canon(normalize(clauses[0]).split())) if clauses else set()
+        for clause in clauses:
+            tokens = _canon(normalize(clause).split())
+            stems = {_stem(t) for t in tokens}
+            # A clause's subject may stand before an aside: "Beijing, previously Peking, is the capital".
+            scored.append((len(predicate & stems), len(names & set(tokens)), set(tokens) | subject))
+    if not scored or max(s[0] for s in scored) < len(predicate):
+        return None
+    best = max((p, n) for p, n, _ in scored)
+    return any(all(t in tokens for t in added) for p, n, tokens in scored if (p, n) == best)
+
+
 _PREPOSITIONS = {"in", "on", "from", "since", "until", "by", "around", "to", "at", "about"}
 
 
@@ -147,7 +180,8 @@ _FENCE = re.compile(r"```.*?(```|$)", re.S)
 _LIST_MARK = re.compile(r"^\s*(?:\(?\d{1,3}[.)]|[-*•]|[a-z][.)])(?=\s|$)\s*")
 _LEAD_IN = re.compile(
     r"^\s*(?:(?:so,? )?(?:the )?(?:final |short |correct )?answer(?: is| would be)?|answer|"
-    r"according to (?:the )?(?:context|passages?|text|crib sheet)|based on (?:the )?(?:context|passages?|text))"
+    r"according to (?:the )?(?:context|passages?|text|crib sheet)|based on (?:the )?(?:context|passages?|text)|"
+    r"(?:the )?passages? (?:is|are|says?|states?|reads?)|passage|\[\d+\][^:]{0,80}:)"
     r"\s*[:,-]?\s*",
     re.I,
 )
@@ -169,11 +203,13 @@ def split_claims(answer: str, question: str | None = None) -> list[str]:
     lines = [_LIST_MARK.sub("", line) for line in text.splitlines()]
     sentences = [line[s:e] for line in lines for s, e, _ in sentence_spans(line)]
     for sentence in sentences:
-        claim = _LEAD_IN.sub("", _LIST_MARK.sub("", sentence)).strip()
+        claim = _LIST_MARK.sub("", sentence)
+        for _ in range(3):  # "The passage is: [1] Title: ..." peels in steps
+            claim = _LEAD_IN.sub("", claim).strip()
         words = _content(claim)
         if not words or claim.endswith(":") or (asked and set(words) <= asked and claim.rstrip().endswith("?")):
             continue
-        if asked and set(words) <= asked and len(words) >= 2:
+        if asked and set(words) <= asked and len(words) >= 2 and not _SLOT.search(question or ""):
             continue  # the question restated as a statement: nothing the context has to support
         claims.append(claim)
     return claims
@@ -236,6 +272,8 @@ class ClaimChecker:
             close = lex >= self.lexical_alone or (lex >= self.lexical_with_meaning and sem >= self.meaning)
             polarity_ok, roles_ok, attributes_ok = _aligned(claim, spans[best], titles)
             slot_ok = _fills_the_slot(claim, question, context) if question else None
+            if question and slot_ok is None and not _SLOT.search(question):
+                slot_ok = _answers_what_is_asked(claim, question, context)
             checks = {
                 "a number the supporting sentence does not have": numbers_ok,
                 "a name the supporting sentence does not have": names_ok,

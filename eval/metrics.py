@@ -24,6 +24,8 @@ _ABSTAIN = re.compile(
     rf"|\bno (information|mention|answer|data|details?)\b.*\b(in|about|on|from|regarding) {_SOURCE}"
     r"|\b(there is|there's) no (information|mention|answer)\b"
     r"|\bnot enough information\b|\binsufficient information\b"
+    r"|\b(do|does|did)( not|n't) (contain|provide|include|give|state|mention) (the|an|any) answer\b"
+    r"|\banswer (is|was) not (provided|given|stated|mentioned|included)\b"
 )
 _HEDGE_SPLIT = re.compile(r",|;| or | either ")
 
