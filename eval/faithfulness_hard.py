@@ -1,23 +1,12 @@
-"""A hard labelled faithfulness set built from a corpus: faithful rewrites a lexical checker may reject, and
-unfaithful edits that keep almost every word of the context (the errors a small generator makes).
-
-Each document gives a context ("[1] Title: lead" plus an unrelated second passage, as in a sweep's prompt)
-and up to one case per kind:
-
-- faithful: `verbatim` (a sentence), `merge` (two adjacent sentences joined), `reorder` (a leading
-  "In 1889, ..." moved to the end, or the halves around "and"/"but" swapped), `passive` ("X was designed by
-  Y" -> "Y designed X"), `demonym` ("a French painter" -> "a painter from France" and back), `number_format`
-  ("8,611" -> "8611", "25 kilometres" -> "25 km");
-- unfaithful: `negation_added`, `negation_removed`, `entity_swap` (a name replaced by another name of the
-  same context), `number_swap` (a number replaced by another number of the context), `role_swap` (two
-  names of a sentence exchanged), `attribute` (an attribute word replaced by its opposite: largest ->
-  smallest, northern -> southern), `outside_fact` (a sentence of a related document the context does not
-  hold), `wrong_candidate` (the clause holding one name, with that name replaced by another name of the same
-  sentence: "French is the official language of Monaco, Italian is also spoken" -> "Italian is the official
-  language of Monaco").
-
-Split: `tune` when the first hex digit of sha256(document id) is below 8, else `test`; thresholds may be
-chosen on `tune` only.
+"""A hard labelled faithfulness set built from a corpus (docs/faithfulness.md): faithful rewrites a lexical
+checker may reject, and unfaithful edits that keep almost every word of the context. Each document gives a
+context ("[1] Title: lead" plus an unrelated passage) and up to one case per kind. Faithful: verbatim,
+merge (two sentences joined), reorder, passive ("X was designed by Y" -> "Y designed X"), demonym ("a French
+painter" -> "a painter from France"), number_format. Unfaithful: negation_added, negation_removed,
+entity_swap and number_swap (from the same context), role_swap (two names of a sentence exchanged),
+attribute (largest -> smallest), outside_fact (a sentence of a related document), wrong_candidate (another
+name of the same sentence in the clause: "Italian is the official language of Monaco"). Split: `tune` when
+the first hex digit of sha256(id + split) is below 8, else `test`; thresholds may be chosen on `tune` only.
 """
 
 from __future__ import annotations
@@ -45,78 +34,26 @@ UNFAITHFUL = (
     "wrong_candidate",
 )
 
-DEMONYMS = {
-    "American": "the United States",
-    "British": "Britain",
-    "English": "England",
-    "French": "France",
-    "German": "Germany",
-    "Italian": "Italy",
-    "Spanish": "Spain",
-    "Portuguese": "Portugal",
-    "Dutch": "the Netherlands",
-    "Polish": "Poland",
-    "Russian": "Russia",
-    "Swedish": "Sweden",
-    "Norwegian": "Norway",
-    "Danish": "Denmark",
-    "Greek": "Greece",
-    "Turkish": "Turkey",
-    "Chinese": "China",
-    "Japanese": "Japan",
-    "Korean": "Korea",
-    "Indian": "India",
-    "Egyptian": "Egypt",
-    "Mexican": "Mexico",
-    "Brazilian": "Brazil",
-    "Canadian": "Canada",
-    "Australian": "Australia",
-    "Austrian": "Austria",
-    "Swiss": "Switzerland",
-    "Belgian": "Belgium",
-    "Irish": "Ireland",
-    "Scottish": "Scotland",
-    "Persian": "Persia",
-    "Iranian": "Iran",
-    "Roman": "Rome",
-    "Hungarian": "Hungary",
-    "Czech": "the Czech Republic",
-    "Finnish": "Finland",
-    "Argentine": "Argentina",
-    "Nigerian": "Nigeria",
-    "Israeli": "Israel",
-    "Ukrainian": "Ukraine",
-}
-"""Demonym -> country (a faithful rewrite swaps one form for the other)."""
-
-OPPOSITES = dict(
-    pair
-    for a, b in (
-        ("largest", "smallest"),
-        ("highest", "lowest"),
-        ("longest", "shortest"),
-        ("oldest", "youngest"),
-        ("first", "last"),
-        ("northern", "southern"),
-        ("eastern", "western"),
-        ("north", "south"),
-        ("east", "west"),
-        ("early", "late"),
-        ("ancient", "modern"),
-        ("major", "minor"),
-        ("most", "least"),
-        ("larger", "smaller"),
-        ("higher", "lower"),
-        ("older", "younger"),
-        ("upper", "lower"),
-        ("increase", "decrease"),
-        ("public", "private"),
-        ("male", "female"),
-        ("inner", "outer"),
-        ("maximum", "minimum"),
-    )
-    for pair in ((a, b), (b, a))
+DEMONYMS = dict(
+    pair.split("=")
+    for pair in (
+        "American=the United States; British=Britain; English=England; French=France; German=Germany; "
+        "Italian=Italy; Spanish=Spain; Portuguese=Portugal; Dutch=the Netherlands; Polish=Poland; Russian=Russia; "
+        "Swedish=Sweden; Norwegian=Norway; Danish=Denmark; Greek=Greece; Turkish=Turkey; Chinese=China; "
+        "Japanese=Japan; Korean=Korea; Indian=India; Egyptian=Egypt; Mexican=Mexico; Brazilian=Brazil; "
+        "Canadian=Canada; Australian=Australia; Austrian=Austria; Swiss=Switzerland; Belgian=Belgium; "
+        "Irish=Ireland; Scottish=Scotland; Persian=Persia; Iranian=Iran; Roman=Rome; Hungarian=Hungary; Czech=the "
+        "Czech Republic; Finnish=Finland; Argentine=Argentina; Nigerian=Nigeria; Israeli=Israel; Ukrainian=Ukraine"
+    ).split("; ")
 )
+"""Demonym -> country (a faithful rewrite swaps one form for the other); the 40 the frozen set was built with."""
+
+_PAIRS = (
+    "largest smallest highest lowest longest shortest oldest youngest first last northern southern eastern western "
+    "north south east west early late ancient modern major minor most least larger smaller higher lower older "
+    "younger upper lower increase decrease public private male female inner outer maximum minimum"
+).split()
+OPPOSITES = {**dict(zip(_PAIRS[::2], _PAIRS[1::2], strict=True)), **dict(zip(_PAIRS[1::2], _PAIRS[::2], strict=True))}
 """An attribute word and a replacement that changes the claim's meaning."""
 
 _NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z\u00C0-\u024F]{2,}(?: [A-Z][a-z\u00C0-\u024F]{2,})*")
