@@ -11,16 +11,14 @@ the first hex digit of sha256(id + split) is below 8, else `test`; thresholds ma
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from corpus.chunk import sentence_spans
 from corpus.models import Document
+from eval.faithfulness_validation import LabelledCase, _h
 
 FAITHFUL = ("verbatim", "merge", "reorder", "passive", "demonym", "number_format")
 UNFAITHFUL = (
@@ -67,21 +65,13 @@ _PASSIVE = re.compile(
 _UNITS = {"kilometres": "km", "kilometers": "km", "metres": "m", "meters": "m", "kilograms": "kg", "miles": "mi"}
 
 
-class HardCase(BaseModel):
+class HardCase(LabelledCase):
     """A claim, its context, the kind of rewrite and whether the context supports it."""
 
     id: str
     doc_id: str
     split: str
     """tune | test"""
-    kind: str
-    faithful: bool
-    answer: str
-    context: str
-
-
-def _h(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _sentences(doc: Document) -> list[str]:
