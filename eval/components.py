@@ -12,7 +12,7 @@ from corpus.embed import EMBEDDERS, Embedder
 from corpus.retrieve import LanceRetriever, Retriever
 from eval.compress import COMPRESSORS, Compressor, CompressorDeps
 from eval.generate import GENERATORS, Generator, GeneratorConfig, GeneratorDeps, TokenScorer
-from eval.judge import JUDGES, Judge
+from eval.judge import JUDGES, Judge, JudgeDeps
 from eval.rerank import RERANKERS, Reranker, RerankerDeps
 from eval.settings import Setting, SweepConfig
 
@@ -29,11 +29,15 @@ class Components:
     index_version: int | None = None
     corpus_sha256: str | None = None
     judge: Judge | None = None
-    """Optional LLM judge (ragas Faithfulness)."""
+    """Optional LLM judge (ragas Faithfulness and claim entailment)."""
 
     def close(self) -> None:
-        """Stop the engines this object started."""
-        self.generator.close()
+        """Stop the engines (and the judge's server) this object started."""
+        try:
+            self.generator.close()
+        finally:
+            if self.judge is not None:
+                self.judge.close()
 
 
 def bundled_model() -> str:
@@ -64,8 +68,30 @@ def _scorer(config: SweepConfig, generator: Generator, names: set[str]) -> tuple
     return (generator if isinstance(generator, TokenScorer) else None), model
 
 
+def build_judge(config: SweepConfig) -> Judge:
+    """The configured LLM judge; a served one logs next to the store and defaults to the bundled model."""
+    assert config.judge is not None
+    needs_default = config.judge.name == "vllm" and not config.judge.model
+    deps = JudgeDeps(
+        log_dir=config.store_path.parent / "logs", default_model=bundled_model() if needs_default else None
+    )
+    return JUDGES.build(JUDGES.spec(config.judge.name, config.judge.model_dump()), deps)
+
+
 def build_components(config: SweepConfig, settings: Sequence[Setting]) -> Components:
     """Real backends by the names in `config`: the default models come from packages."""
+    # The judge first: its server comes up (or fails, with its log) before our own engine holds memory.
+    judge = build_judge(config) if config.judge else None
+    try:
+        return _components(config, settings, judge)
+    except BaseException:
+        if judge is not None:
+            judge.close()
+        raise
+
+
+def _components(config: SweepConfig, settings: Sequence[Setting], judge: Judge | None) -> Components:
+    """The sweep's own backends around an already started judge."""
     from eval.compress.cache import LanceCompressionCache
 
     embedder = EMBEDDERS.build(EMBEDDERS.spec(config.embedder), None)
@@ -89,7 +115,6 @@ def build_components(config: SweepConfig, settings: Sequence[Setting]) -> Compon
     own = generator if isinstance(generator, TokenScorer) else None
     rdeps = RerankerDeps(embedder=embedder, scorer=own)
     rerankers = {name: RERANKERS.build(RERANKERS.spec(name), rdeps) for name in sorted({s.reranker for s in settings})}
-    judge = JUDGES.build(JUDGES.spec(config.judge.name, config.judge.model_dump()), None) if config.judge else None
     return Components(
         embedder=embedder,
         retriever=retriever,

@@ -22,6 +22,7 @@ from corpus.normalize import STOP, normalize
 from corpus.normalize import canonical as _canon
 from eval.claims import _SLOT, split_claims
 from eval.claims import content_words as _content
+from eval.rows import ClaimVerdict
 
 _NAME = re.compile(r"\b[A-Z][a-zA-Z\u00C0-\u024F'-]+")
 _NEGATION = re.compile(r"\b(not|never|no|neither|nor|cannot|without|none)\b|n't\b")
@@ -70,34 +71,6 @@ def _polarity(text: str) -> bool:
 
 def _clauses(text: str) -> list[str]:
     return [c for c in _CLAUSE.split(text) if c and _content(c)]
-
-
-class ClaimVerdict(BaseModel):
-    """The evidence behind one claim's verdict."""
-
-    claim: str
-    best_span: str
-    lexical: float
-    """Share of the claim's content words found in the best span."""
-    semantic: float
-    """Cosine similarity of claim and best span (embedder)."""
-    numbers_ok: bool
-    """Every number of the claim occurs in the best span."""
-    names_ok: bool
-    """Every capitalised name of the claim occurs in the best span (or is a passage title)."""
-    supported: bool
-    polarity_ok: bool = True
-    """Negated where the aligned context clause is negated, and only there."""
-    roles_ok: bool = True
-    """Each name and number sits in the context clause that states what the claim says of it (no name taken
-    from a neighbouring clause, no two names exchanged)."""
-    attributes_ok: bool = True
-    """No superlative, ordinal, direction or comparative that the aligned clause does not have."""
-    reason: str = ""
-    """Why the claim is unsupported (empty when supported)."""
-    slot_ok: bool | None = None
-    """For a short answer to a question with a slot ("... from which year to 1962?", "Fill in the blank: ...
-    ___ ..."): the context has the answer between the slot's neighbours. None: no slot to check."""
 
 
 class FaithfulnessResult(BaseModel):

@@ -1,19 +1,25 @@
-"""An LLM judge for users with a capable model: ragas' Faithfulness against an OpenAI-compatible endpoint
-(for example vLLM serving a 7B model on a GPU). Offline defaults never need it: a 135M judge either fails
-to parse or scores meaningless values (docs/design.md).
+"""LLM judges for users with a capable model: ragas' Faithfulness and a claim-level entailment prompt,
+against an OpenAI-compatible endpoint that is either given (`--judge-url`) or started here as a vLLM server
+subprocess (`--judge vllm:MODEL`). Offline defaults never need one: a 135M judge only proves the plumbing
+(docs/faithfulness.md says which judge to use on a GPU).
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import math
 import os
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.registry import Registry
+from eval.judge_server import ServerConfig, ServerProcess, free_port, server_command
 
 
 class Judge(Protocol):
@@ -25,29 +31,60 @@ class Judge(Protocol):
         """Faithfulness of `answer` to `contexts` in [0, 1]; None when there is no statement to check."""
         ...
 
+    def entails(self, claim: str, context: str) -> tuple[bool | None, str]:
+        """Whether `context` supports `claim`, and the status: ok | unparsed: <reply> | error: <message>."""
+        ...
 
-JUDGES: Registry[Judge, None] = Registry("judge")
+    def close(self) -> None:
+        """Release what the judge started (a server process)."""
+        ...
+
+
+@dataclass(frozen=True)
+class JudgeDeps:
+    """What a judge may need from the sweep: where to log, and the bundled model's folder."""
+
+    log_dir: Path
+    default_model: str | None = None
+
+
+JUDGES: Registry[Judge, JudgeDeps] = Registry("judge")
 """Registered LLM judges; `JudgeConfig.name` names one."""
 
 
-class RagasJudgeConfig(BaseModel):
-    """Where the judge model is served."""
-
+class _Requests(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    base_url: str
-    """OpenAI-compatible endpoint, e.g. http://gpu-box:8000/v1 (`python -m vllm.entrypoints.openai.api_server`)."""
-    model: str
     api_key_env: str = "CRIBSHEET_JUDGE_API_KEY"
     """Environment variable holding the API key (vLLM accepts any value)."""
     timeout_s: float = 120.0
+    max_tokens: int = Field(default=512, ge=1)
+    """Longest reply ragas may ask for (a statement list); the entailment prompt needs 3 tokens."""
 
 
-class JudgeConfig(RagasJudgeConfig):
-    """The judge: a registered name and where its model is served."""
+class RagasJudgeConfig(_Requests):
+    """A judge model already served at an OpenAI-compatible endpoint."""
+
+    base_url: str
+    """e.g. http://gpu-box:8000/v1 (`vllm serve MODEL`)."""
+    model: str
+
+
+class ServedJudgeConfig(_Requests):
+    """A judge model that cribsheet serves itself for the run (vLLM server subprocess)."""
+
+    model: str | None = None
+    """Hugging Face folder or hub id; None = the bundled SmolLM2-135M-Instruct (plumbing only)."""
+    server: ServerConfig = Field(default_factory=ServerConfig)
+
+
+class JudgeConfig(_Requests):
+    """The sweep's judge: a registered name (ragas-faithfulness at `base_url`, or vllm: served here)."""
 
     name: str = "ragas-faithfulness"
-    """Registered judge name."""
+    base_url: str | None = None
+    model: str | None = None
+    server: ServerConfig = Field(default_factory=ServerConfig)
 
 
 def _import_ragas() -> None:
@@ -66,25 +103,40 @@ def _import_ragas() -> None:
         sys.modules[name] = shim
 
 
+ENTAILMENT_PROMPT = (
+    "Context:\n{context}\n\nStatement: {claim}\n\n"
+    "Does the context support the statement? Answer with one word: yes or no."
+)
+"""The claim-level prompt: the judge sees the whole final context, not the checker's chosen span."""
+
+_VERDICT = re.compile(r"^\W*(yes|no)\b", re.I)
+
+
+def parse_verdict(reply: str) -> tuple[bool | None, str]:
+    """yes/no at the start of a reply; anything else is `unparsed` (never guessed)."""
+    m = _VERDICT.match(reply)
+    if m is None:
+        return None, f"unparsed: {reply.strip()[:200]}"
+    return m.group(1).lower() == "yes", "ok"
+
+
 class RagasFaithfulnessJudge:
-    """ragas `Faithfulness` (statement extraction + NLI by the judge model); score in [0, 1] or None."""
+    """ragas `Faithfulness` (statement extraction + NLI by the judge model) and a claim entailment prompt."""
 
     name = "ragas_faithfulness"
 
     def __init__(self, config: RagasJudgeConfig) -> None:
-        from openai import AsyncOpenAI
+        from openai import AsyncOpenAI, OpenAI
 
         _import_ragas()
         from ragas.llms.base import llm_factory
         from ragas.metrics.collections import Faithfulness
 
-        client = AsyncOpenAI(
-            base_url=config.base_url,
-            api_key=os.environ.get(config.api_key_env, "EMPTY"),
-            timeout=config.timeout_s,
-            max_retries=1,
-        )
-        self.metric: Any = Faithfulness(llm=llm_factory(config.model, client=client))
+        key = os.environ.get(config.api_key_env, "EMPTY")
+        client = AsyncOpenAI(base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=1)
+        self.metric: Any = Faithfulness(llm=llm_factory(config.model, client=client, max_tokens=config.max_tokens))
+        self.client = OpenAI(base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=1)
+        self.model = config.model
 
     def score(self, question: str, answer: str, contexts: Sequence[str]) -> float | None:
         """Faithfulness of `answer` to `contexts`; None when the judge finds no statement to check."""
@@ -94,8 +146,76 @@ class RagasFaithfulnessJudge:
         value = float(result.value)
         return None if math.isnan(value) else value
 
+    def entails(self, claim: str, context: str) -> tuple[bool | None, str]:
+        """The judge's yes/no on `claim` against `context` (greedy, 3 tokens)."""
+        try:
+            reply = self.client.chat.completions.create(
+                model=self.model,
+                messages=[{"role": "user", "content": ENTAILMENT_PROMPT.format(context=context, claim=claim)}],
+                max_tokens=3,
+                temperature=0.0,
+            )
+        except Exception as exc:
+            return None, f"error: {type(exc).__name__}: {exc}"[:500]
+        return parse_verdict(reply.choices[0].message.content or "")
+
+    def close(self) -> None:
+        """Nothing to stop: the endpoint belongs to the user."""
+        self.client.close()
+
+
+class ServedJudge(RagasFaithfulnessJudge):
+    """The same judge against a vLLM server subprocess started for the run and stopped by `close()`."""
+
+    def __init__(self, config: ServedJudgeConfig, deps: JudgeDeps) -> None:
+        model = config.model or deps.default_model
+        if model is None:
+            raise ValueError("judge 'vllm': no model given and no bundled model (write --judge vllm:MODEL)")
+        port = free_port()
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+        self.server = ServerProcess(
+            server_command(model, "judge", port, config.server),
+            f"http://127.0.0.1:{port}/v1",
+            deps.log_dir / f"judge-server-{stamp}.log",
+            config.server,
+        )
+        self.server.start()
+        try:
+            endpoint = RagasJudgeConfig(
+                base_url=self.server.base_url,
+                model="judge",
+                **config.model_dump(include={"api_key_env", "timeout_s", "max_tokens"}),
+            )
+            super().__init__(endpoint)
+        except BaseException:
+            self.server.stop()
+            raise
+
+    def close(self) -> None:
+        """Stop the server process (its whole process group)."""
+        super().close()
+        self.server.stop()
+
+
+def cohen_kappa(pairs: Sequence[tuple[bool, bool]]) -> float | None:
+    """Cohen's kappa of two raters' yes/no verdicts; None when undefined (no pairs, or chance agreement 1)."""
+    if not pairs:
+        return None
+    n = len(pairs)
+    observed = sum(a == b for a, b in pairs) / n
+    p_a = sum(a for a, _ in pairs) / n
+    p_b = sum(b for _, b in pairs) / n
+    chance = p_a * p_b + (1 - p_a) * (1 - p_b)
+    return None if chance >= 1.0 else (observed - chance) / (1 - chance)
+
 
 @JUDGES.register("ragas-faithfulness", RagasJudgeConfig)
-def _ragas(config: RagasJudgeConfig, deps: None) -> Judge:
-    """Ragas Faithfulness by a model behind an OpenAI-compatible endpoint."""
+def _ragas(config: RagasJudgeConfig, deps: JudgeDeps) -> Judge:
+    """Ragas Faithfulness and claim entailment by a model behind an OpenAI-compatible endpoint."""
     return RagasFaithfulnessJudge(config)
+
+
+@JUDGES.register("vllm", ServedJudgeConfig, arg="model")
+def _served(config: ServedJudgeConfig, deps: JudgeDeps) -> Judge:
+    """Ragas Faithfulness and claim entailment by a vLLM server that cribsheet starts and stops."""
+    return ServedJudge(config, deps)

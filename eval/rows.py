@@ -51,6 +51,11 @@ class RunRow(Row):
     """Digest of hardware_json: latency is compared across runs only when it matches."""
     engine_precision: str | None = None
     """The dtype the generator engine actually ran at (e.g. bfloat16): numerics differ across precisions."""
+    judge_kappa: float | None = None
+    """Cohen's kappa between the offline checker and the LLM judge over the claims both decided (NULL: no
+    judge, or agreement undefined because one side gave a single verdict throughout)."""
+    judge_claims: int | None = None
+    """Claims that both the offline checker and the LLM judge decided (the kappa's n)."""
 
 
 class SampleRow(Row):
@@ -166,22 +171,20 @@ class QuestionRow(Row):
     answerable: bool
 
 
-class ClaimRow(Row):
-    """Evidence behind a faithfulness score: one row per claim of an answer."""
+class ClaimVerdict(Row):
+    """The offline checker's verdict on one claim, with the evidence behind it (the checker returns it; the
+    store keeps it as the claim's columns).
+    """
 
-    run_id: str
-    setting_hash: str
-    question_id: str
-    claim_idx: int
     claim: str
     best_span: str
-    """The context sentence that best supports the claim."""
+    """The context sentence (or two adjacent ones) that best supports the claim."""
     lexical: float
     """Share of the claim's content words in the best span."""
     semantic: float
     """Cosine similarity of claim and best span (embedder)."""
     numbers_ok: bool
-    """Every number of the claim occurs in the context."""
+    """Every number of the claim occurs in the best span."""
     names_ok: bool
     """Every capitalised name of the claim occurs in the best span (or is a passage title)."""
     supported: bool
@@ -196,6 +199,25 @@ class ClaimRow(Row):
     slot_ok: bool | None = None
     """Short answer to a question with a slot: the context has it between the slot's neighbours (NULL: no
     slot)."""
+
+
+class _ClaimKey(Row):
+    run_id: str
+    setting_hash: str
+    question_id: str
+    claim_idx: int
+
+
+class ClaimRow(ClaimVerdict, _ClaimKey):
+    """Evidence behind a faithfulness score: one row per claim of an answer (key columns first, then the
+    checker's verdict, then the LLM judge's when one ran).
+    """
+
+    judge_supported: bool | None = None
+    """The LLM judge's entailment verdict on the claim against the whole context (NULL: no judge, or no
+    usable reply; see judge_status)."""
+    judge_status: str | None = None
+    """ok | unparsed: <reply> | error: <message> (NULL when no judge ran)."""
 
 
 class GateDecisionRow(Row):

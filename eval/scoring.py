@@ -60,16 +60,19 @@ def judge_drafts(drafts: Sequence[SampleDraft], checker: ClaimChecker, judge: Ju
             abstained=abstained(answer),
             **ragas,
         )
-        claims += [
-            ClaimRow(
-                run_id=draft.key.run_id,
-                setting_hash=draft.key.setting_hash,
-                question_id=draft.key.question_id,
-                claim_idx=j,
-                **v.model_dump(),
+        for j, v in enumerate(result.claims):
+            verdict = judge.entails(v.claim, context or "") if judge is not None else (None, None)
+            claims.append(
+                ClaimRow(
+                    run_id=draft.key.run_id,
+                    setting_hash=draft.key.setting_hash,
+                    question_id=draft.key.question_id,
+                    claim_idx=j,
+                    judge_supported=verdict[0],
+                    judge_status=verdict[1],
+                    **v.model_dump(),
+                )
             )
-            for j, v in enumerate(result.claims)
-        ]
     return claims
 
 

@@ -15,6 +15,7 @@ from corpus.models import Hit, Question
 from eval.components import Components, build_components
 from eval.faithfulness import ClaimChecker
 from eval.generate import Generator, WarmReport
+from eval.judge import cohen_kappa
 from eval.latency import fit_prefill, probe_drafts
 from eval.prompt import PromptLayout, arrange, context_block
 from eval.provenance import new_run_id, question_rows, run_row, setting_rows
@@ -139,6 +140,7 @@ class _Sweep:
             if failed:
                 self.tick(f"{stage}: failed samples", failed, failed)
         fit = fit_prefill(probes)
+        pairs = self.store.judge_pairs(self.run_id)
         self.store.finish_run(
             self.run_id,
             "ok",
@@ -151,6 +153,8 @@ class _Sweep:
             prefill_b=fit[1] if fit else None,
             prefill_fit_points=len(probes),
             engine_precision=getattr(generator, "precision", None),
+            judge_kappa=cohen_kappa(pairs) if self.comps.judge is not None else None,
+            judge_claims=len(pairs) if self.comps.judge is not None else None,
         )
         return SweepResult(
             run_id=self.run_id,

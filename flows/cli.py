@@ -146,6 +146,9 @@ def sweep(
     compressor_model: Annotated[str | None, typer.Option(help="Compressor LM (default: bundled SmolLM2).")] = None,
     judge_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of a judge model (ragas).")] = None,
     judge_model: Annotated[str | None, typer.Option(help="Judge model name at --judge-url.")] = None,
+    judge: Annotated[
+        str | None, typer.Option(help="vllm[:MODEL]: serve a judge model here (vLLM server subprocess).")
+    ] = None,
 ) -> None:
     """Run the grid of settings over a question set and store one row per question × setting."""
     prepare_environment()
@@ -172,7 +175,7 @@ def sweep(
         ("grid", grid),
         ("generator", given(model=generator_model)),
         ("compressor", given(model=compressor_model)),
-        ("judge", given(base_url=judge_url, model=judge_model)),
+        ("judge", _judge_overrides(judge, judge_url, judge_model)),
     ):
         if value:
             overrides[key] = value
@@ -187,6 +190,18 @@ def sweep(
     print_leaderboard(result.leaderboard, f"run {result.run_id}")
     err.print(f"engine log: {log}", highlight=False)
     show_path(config.store_path)
+
+
+def _judge_overrides(ref: str | None, url: str | None, model: str | None) -> dict[str, Any]:
+    """`--judge vllm:MODEL` (served here) or `--judge-url/--judge-model` (an endpoint), not both."""
+    from flows.config import given
+
+    if ref is None:
+        return given(base_url=url, model=model)
+    if url or model:
+        fail("--judge serves a model itself; drop --judge-url/--judge-model, or drop --judge")
+    name, _, served = ref.partition(":")
+    return given(name=name, model=served or None)
 
 
 @app.command()

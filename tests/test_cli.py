@@ -141,3 +141,31 @@ def test_config_file_with_flag_override_and_named_errors(tmp_path: Path, tiny_qu
     bad.write_text("grid: [1, 2\n")
     proc = run("sweep", "--config", str(bad), tmp=tmp_path)
     assert proc.returncode == 2 and f"{bad}:2: invalid YAML" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--judge", "vllm", "--judge-url", "http://gpu:8000/v1"], "--judge serves a model itself"),
+        (["--judge", "oracle:gpt"], "unknown judge 'oracle'; known: ragas-faithfulness, vllm"),
+    ],
+)
+def test_bad_judge_flags_one_line_error_before_any_model_loads(tmp_path: Path, flags: list[str], expected: str) -> None:
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"id": "q1", "question": "?", "answers": ["a"]}\n')
+    store = tmp_path / "r.duckdb"
+    proc = run(
+        "sweep",
+        "--index",
+        str(tmp_path / "idx"),
+        "--questions",
+        str(questions),
+        "--store",
+        str(store),
+        *flags,
+        tmp=tmp_path,
+    )
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0], proc.stderr
+    assert not store.exists()

@@ -184,6 +184,13 @@ class DuckDBStore:
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
+    def judge_pairs(self, run_id: str) -> list[tuple[bool, bool]]:
+        """(checker supported, judge supported) of every claim of a run that the LLM judge decided."""
+        rows = self.query(
+            "SELECT supported, judge_supported FROM claims WHERE run_id = ? AND judge_supported IS NOT NULL", [run_id]
+        )
+        return [(bool(r["supported"]), bool(r["judge_supported"])) for r in rows]
+
     def latest_run(self) -> str | None:
         """Id of the most recently started run."""
         rows = self.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1")

@@ -73,6 +73,16 @@ WHERE a.e2e_cold_p50_s IS NOT NULL AND NOT EXISTS (
     WHERE b.run_id = a.run_id AND b.setting_hash <> a.setting_hash
       AND b.answer_contains >= a.answer_contains AND b.e2e_cold_p50_s <= a.e2e_cold_p50_s
       AND (b.answer_contains > a.answer_contains OR b.e2e_cold_p50_s < a.e2e_cold_p50_s))""",
+    "v_judge_agreement": """
+WITH c AS (
+    SELECT run_id, setting_hash, count(*) AS n_claims,
+           avg((supported = judge_supported)::DOUBLE) AS agreement,
+           avg(supported::DOUBLE) AS checker_supported, avg(judge_supported::DOUBLE) AS judge_supported
+    FROM claims WHERE judge_supported IS NOT NULL GROUP BY run_id, setting_hash)
+SELECT *, (agreement - (checker_supported * judge_supported + (1 - checker_supported) * (1 - judge_supported)))
+          / nullif(1 - (checker_supported * judge_supported + (1 - checker_supported) * (1 - judge_supported)), 0)
+          AS kappa
+FROM c""",
     "v_sample_diff": """
 SELECT a.run_id, a.question_id, a.question, a.answerable,
        a.setting_name AS a_setting, b.setting_name AS b_setting,

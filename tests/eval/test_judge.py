@@ -1,74 +1,25 @@
-"""ragas' Faithfulness wired to an OpenAI-compatible endpoint, here a fake judge served on localhost."""
+"""The LLM judge: ragas' Faithfulness and claim entailment through an OpenAI-compatible endpoint (a fake
+judge on localhost), the judge server's process handling (the fake judge as a subprocess), and the agreement
+between the offline checker and the judge that a run stores."""
 
 from __future__ import annotations
 
-import json
+import socket
+import sys
 import threading
+import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
+from pathlib import Path
 
 import pytest
 
-from eval.judge import JudgeConfig, RagasFaithfulnessJudge
+from eval.judge import JudgeConfig, RagasFaithfulnessJudge, RagasJudgeConfig, cohen_kappa, parse_verdict
+from eval.judge_server import JudgeServerError, ServerConfig, ServerProcess, free_port
+from tests.fake_judge import FakeJudge
 from tests.helpers import SweepSetup
 
-
-class FakeJudge(BaseHTTPRequestHandler):
-    """Answers ragas' two structured prompts: statements = sentences; verdict 1 iff the statement's last
-    word occurs in the context part of the prompt."""
-
-    requests: list[dict] = []
-
-    def log_message(self, *args: object) -> None:
-        return None
-
-    def do_POST(self) -> None:  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        FakeJudge.requests.append(body)
-        prompt = body["messages"][-1]["content"]
-        tool = body["tools"][0]["function"]
-        if "StatementFaithfulnessAnswer" in json.dumps(tool["parameters"]):
-            payload = json.loads(prompt[prompt.rindex("input:") + len("input:") :].split("Output:")[0].strip())
-            context = payload["context"].lower()
-            answer = {
-                "statements": [
-                    {"statement": s, "reason": "fake", "verdict": int(s.rstrip(".").split()[-1].lower() in context)}
-                    for s in payload["statements"]
-                ]
-            }
-        else:
-            payload = json.loads(prompt[prompt.rindex("input:") + len("input:") :].split("Output:")[0].strip())
-            answer = {"statements": [s.strip() + "." for s in payload["answer"].split(".") if s.strip()]}
-        reply = {
-            "id": "x",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "tool_calls",
-                    "message": {
-                        "role": "assistant",
-                        "content": None,
-                        "tool_calls": [
-                            {
-                                "id": "call_1",
-                                "type": "function",
-                                "function": {"name": tool["name"], "arguments": json.dumps(answer)},
-                            }
-                        ],
-                    },
-                }
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -82,13 +33,88 @@ def endpoint() -> Iterator[str]:
 
 
 def test_ragas_faithfulness_through_an_openai_compatible_endpoint(endpoint: str) -> None:
-    judge = RagasFaithfulnessJudge(JudgeConfig(base_url=endpoint, model="judge-7b"))
+    judge = RagasFaithfulnessJudge(RagasJudgeConfig(base_url=endpoint, model="judge-7b"))
     score = judge.score("How high is K2?", "K2 is in Karakoram. K2 is in Alps.", ["K2 lies in the Karakoram range."])
     assert score == 0.5
     assert len(FakeJudge.requests) == 2 and {r["model"] for r in FakeJudge.requests} == {"judge-7b"}
 
 
-def test_sweep_stores_judge_scores_next_to_offline_faithfulness(endpoint: str, setup: SweepSetup) -> None:
+def test_claim_entailment_reads_yes_no_and_never_guesses_the_rest(endpoint: str) -> None:
+    judge = RagasFaithfulnessJudge(RagasJudgeConfig(base_url=endpoint, model="judge-7b"))
+    context = "[1] K2\nK2 lies in the Karakoram range."
+    assert judge.entails("K2 is in the Karakoram.", context) == (True, "ok")
+    assert judge.entails("K2 is in the Alps.", context) == (False, "ok")
+    verdict, status = judge.entails("K2 is GARBLE.", context)
+    assert verdict is None and status == "unparsed: maybe"
+    assert FakeJudge.requests[-1]["max_tokens"] == 3 and FakeJudge.requests[-1]["temperature"] == 0.0
+    judge.close()
+    down = RagasFaithfulnessJudge(RagasJudgeConfig(base_url=f"http://127.0.0.1:{free_port()}/v1", model="j"))
+    verdict, status = down.entails("K2 is in the Alps.", context)
+    assert verdict is None and status.startswith("error: APIConnectionError")
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [("Yes", True), ("yes.", True), (" NO, it does not", False), ('"no"', False), ("Maybe", None), ("", None)],
+)
+def test_parse_verdict(reply: str, expected: bool | None) -> None:
+    assert parse_verdict(reply)[0] is expected
+
+
+def test_cohen_kappa_matches_hand_computed_values() -> None:
+    # 20 claims: both yes 10, both no 5, checker yes/judge no 3, checker no/judge yes 2.
+    pairs = [(True, True)] * 10 + [(False, False)] * 5 + [(True, False)] * 3 + [(False, True)] * 2
+    # po = 0.75; p_checker = 0.65, p_judge = 0.6; pe = 0.39 + 0.14 = 0.53; kappa = 0.22 / 0.47
+    assert cohen_kappa(pairs) == pytest.approx(0.22 / 0.47)
+    assert cohen_kappa([(True, True), (False, False)]) == pytest.approx(1.0)
+    assert cohen_kappa([(True, False), (False, True)]) == pytest.approx(-1.0)
+    assert cohen_kappa([(True, True)] * 4) is None  # chance agreement 1: undefined, not 0 or 1
+    assert cohen_kappa([]) is None
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_server_process_comes_up_answers_and_stops_cleanly(tmp_path: Path) -> None:
+    port = free_port()
+    command = [sys.executable, str(ROOT / "tests" / "fake_judge.py"), str(port)]
+    server = ServerProcess(command, f"http://127.0.0.1:{port}/v1", tmp_path / "judge.log", ServerConfig())
+    with server:
+        proc = server.proc
+        assert proc is not None and proc.poll() is None and _listening(port)
+        judge = RagasFaithfulnessJudge(RagasJudgeConfig(base_url=server.base_url, model="judge"))
+        assert judge.entails("Ice is cold.", "Ice is cold.") == (True, "ok")
+    assert proc.poll() is not None and server.proc is None
+    deadline = time.monotonic() + 5
+    while _listening(port) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _listening(port)
+
+
+def test_a_server_that_dies_on_start_is_one_clear_error_with_its_log(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "import sys; print('loading judge'); sys.exit('OSError: no such model: /nope')"]
+    server = ServerProcess(command, f"http://127.0.0.1:{free_port()}/v1", tmp_path / "judge.log", ServerConfig())
+    with pytest.raises(JudgeServerError) as info:
+        server.start()
+    message = str(info.value)
+    assert "exited with code 1 before it came up" in message and "no such model: /nope" in message
+    assert str(tmp_path / "judge.log") in message and "\n" not in message
+
+
+def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "import time; time.sleep(60)"]
+    server = ServerProcess(
+        command, f"http://127.0.0.1:{free_port()}/v1", tmp_path / "judge.log", ServerConfig(startup_timeout_s=1.5)
+    )
+    started = time.monotonic()
+    with pytest.raises(JudgeServerError, match="did not answer"):
+        server.start()
+    assert time.monotonic() - started < 30 and server.proc is None
+
+
+def test_sweep_stores_judge_verdicts_and_the_runs_agreement(endpoint: str, setup: SweepSetup) -> None:
     import duckdb
 
     from eval.sweep import run_sweep
@@ -96,10 +122,18 @@ def test_sweep_stores_judge_scores_next_to_offline_faithfulness(endpoint: str, s
     config, components = setup
     judge_config = JudgeConfig(base_url=endpoint, model="judge-7b")
     comps = components()
-    comps.judge = RagasFaithfulnessJudge(judge_config)
+    comps.judge = RagasFaithfulnessJudge(RagasJudgeConfig(base_url=endpoint, model="judge-7b"))
     result = run_sweep(config.model_copy(update={"judge": judge_config}), comps)
     con = duckdb.connect(result.store_path)
     rows = con.execute("SELECT ragas_status, ragas_faithfulness, faithfulness FROM samples").fetchall()
     assert rows and {r[0] for r in rows} <= {"ok", "no_statements"} and "ok" in {r[0] for r in rows}
     assert all(0.0 <= r[1] <= 1.0 for r in rows if r[0] == "ok")
-    assert con.execute("SELECT count(*) FROM v_leaderboard WHERE ragas_faithfulness IS NOT NULL").fetchone()[0] > 0
+    assert con.execute("SELECT count(*) FROM v_leaderboard WHERE ragas_faithfulness IS NOT NULL").fetchall()[0][0] > 0
+    pairs = con.execute("SELECT supported, judge_supported FROM claims WHERE judge_status = 'ok'").fetchall()
+    assert pairs and con.execute("SELECT count(*) FROM claims WHERE judge_status IS NULL").fetchall()[0][0] == 0
+    kappa, n = con.execute("SELECT judge_kappa, judge_claims FROM runs").fetchall()[0]
+    assert n == len(pairs)
+    expected = cohen_kappa([(bool(a), bool(b)) for a, b in pairs])
+    assert kappa == (pytest.approx(expected) if expected is not None else None)
+    view = con.execute("SELECT sum(n_claims) FROM v_judge_agreement").fetchall()[0][0]
+    assert view == len(pairs)
