@@ -137,3 +137,42 @@ def test_sweep_stores_judge_verdicts_and_the_runs_agreement(endpoint: str, setup
     assert kappa == (pytest.approx(expected) if expected is not None else None)
     view = con.execute("SELECT sum(n_claims) FROM v_judge_agreement").fetchall()[0][0]
     assert view == len(pairs)
+
+
+@pytest.mark.slow
+def test_real_vllm_judge_server_serves_the_bundled_model_and_shuts_down(tmp_path: Path) -> None:
+    """On this CPU the bundled 135M model only proves the plumbing: a real `vllm` server process answers real
+    requests (its replies are read, whatever they say) and is gone afterwards."""
+    from eval.components import bundled_model
+    from eval.judge import JudgeDeps, ServedJudge, ServedJudgeConfig
+    from eval.scoring import ragas_columns
+
+    deps = JudgeDeps(log_dir=tmp_path, default_model=bundled_model())
+    judge = ServedJudge(ServedJudgeConfig(max_tokens=64), deps)
+    proc, port = judge.server.proc, int(judge.server.base_url.rsplit(":", 1)[1].split("/")[0])
+    assert proc is not None
+    try:
+        context = "[1] France\nParis is the capital and largest city of France."
+        verdict, status = judge.entails("Paris is the capital of France.", context)
+        assert status == "ok" or status.startswith("unparsed: "), status  # a reply, not a connection error
+        assert (verdict is None) == status.startswith("unparsed")
+        ragas = ragas_columns(judge, "What is the capital of France?", "Paris is the capital of France.", context)
+        assert "Connection" not in str(ragas["ragas_status"]), ragas  # the server answered; a 135M judge may not parse
+    finally:
+        judge.close()
+    assert proc.poll() is not None and judge.server.proc is None
+    deadline = time.monotonic() + 10
+    while _listening(port) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _listening(port)
+    log = next(tmp_path.glob("judge-server-*.log")).read_text(errors="replace")
+    assert "/v1/chat/completions" in log
+
+
+@pytest.mark.slow
+def test_real_vllm_judge_server_with_a_missing_model_fails_in_one_line(tmp_path: Path) -> None:
+    from eval.judge import JudgeDeps, ServedJudge, ServedJudgeConfig
+
+    with pytest.raises(JudgeServerError) as info:
+        ServedJudge(ServedJudgeConfig(model=str(tmp_path / "no-such-model")), JudgeDeps(log_dir=tmp_path))
+    assert "before it came up" in str(info.value) and "\n" not in str(info.value)
