@@ -13,7 +13,10 @@ keeps its evidence: the span, both scores, each check and the reason for the ver
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+import numpy as np
 from pydantic import BaseModel
 
 from corpus.chunk import sentence_spans
@@ -145,6 +148,21 @@ def _fills_the_slot(answer: str, question: str, context: str) -> bool | None:
     return sides and hay.count(f" {phrase} ") == 1
 
 
+@dataclass
+class _Plan:
+    """One answer's claims, its context's candidate spans and the lexical scores, before embedding."""
+
+    claims: list[str]
+    spans: list[str]
+    titles: set[str]
+    per_claim: list[tuple[list[float], list[int]]]
+    """Per claim: lexical score of every span, and the spans worth embedding."""
+
+    def texts(self) -> list[str]:
+        """The texts whose vectors the verdicts need."""
+        return [*self.claims, *(self.spans[j] for _, cands in self.per_claim for j in cands)]
+
+
 class ClaimChecker:
     """Decides claims against a context with lexical and embedding evidence."""
 
@@ -165,9 +183,29 @@ class ClaimChecker:
 
     def check(self, answer: str, context: str, question: str | None = None) -> FaithfulnessResult:
         """Split `answer` into claims (`question` lets a restated question count as none) and check each."""
+        return self.check_many([(answer, context, question)])[0]
+
+    def check_many(self, items: Sequence[tuple[str, str, str | None]]) -> list[FaithfulnessResult]:
+        """`check` for many (answer, context, question) triples, with one embedding call for all of them: a
+        sweep checks a whole setting at once, and batching the spans of every answer (sorted by length
+        inside the embedder) costs a fraction of one call per answer.
+        """
+        plans = [self._plan(answer, context, question) for answer, context, question in items]
+        texts = [t for plan in plans if plan is not None for t in plan.texts()]
+        unique = list(dict.fromkeys(texts))
+        vectors = dict(zip(unique, self._vectors(unique), strict=True)) if unique else {}
+        return [
+            FaithfulnessResult(score=None, status="no_claims", claims=[])
+            if plan is None
+            else self._decide(plan, vectors, context, question)
+            for plan, (_, context, question) in zip(plans, items, strict=True)
+        ]
+
+    def _plan(self, answer: str, context: str, question: str | None) -> _Plan | None:
+        """Claims, candidate spans and their lexical scores: everything but the embeddings."""
         claims = split_claims(answer, question)
         if not claims:
-            return FaithfulnessResult(score=None, status="no_claims", claims=[])
+            return None
         sentences = [(s, e) for s, e, _ in sentence_spans(context)] or [(0, len(context))]
         # Single sentences and adjacent pairs: "It lies in ..." needs the sentence before it to name "It".
         spans = [context[s:e] for s, e in sentences]
@@ -175,18 +213,23 @@ class ClaimChecker:
         span_words = [set(_content(s)) for s in spans]
         titles = {t for title in _TITLE.findall(context) for t in _canon(normalize(title).split())}
         # Meaning only matters for spans that cover enough words to support a claim at all; embedding just
-        # those (a handful per claim, in one call per answer) keeps the checker cheap on long contexts.
-        plans = []
+        # those (a handful per claim) keeps the checker cheap on long contexts.
+        per_claim = []
         for claim in claims:
             words = _content(claim)
             lexical = [sum(w in sw for w in words) / len(words) for sw in span_words]
             candidates = [j for j in range(len(spans)) if lexical[j] >= self.lexical_with_meaning]
             candidates = sorted(candidates, key=lambda j: (-lexical[j], j))[: self.max_candidates]
-            plans.append((lexical, candidates or [max(range(len(spans)), key=lambda j: (lexical[j], -j))]))
-        texts = list(dict.fromkeys([*claims, *(spans[j] for _, cands in plans for j in cands)]))
-        vectors = dict(zip(texts, self._vectors(texts), strict=True))
+            per_claim.append((lexical, candidates or [max(range(len(spans)), key=lambda j: (lexical[j], -j))]))
+        return _Plan(claims, spans, titles, per_claim)
+
+    def _decide(
+        self, plan: _Plan, vectors: dict[str, np.ndarray], context: str, question: str | None
+    ) -> FaithfulnessResult:
+        """Each claim's verdict from its plan and the embeddings."""
+        spans, titles = plan.spans, plan.titles
         verdicts = []
-        for claim, (lexical, candidates) in zip(claims, plans, strict=True):
+        for claim, (lexical, candidates) in zip(plan.claims, plan.per_claim, strict=True):
             sims = [float(vectors[spans[j]] @ vectors[claim]) for j in candidates]
             pick = max(range(len(candidates)), key=lambda t: (lexical[candidates[t]] + sims[t], -t))
             best, sem = candidates[pick], sims[pick]

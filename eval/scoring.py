@@ -46,13 +46,12 @@ def judge_drafts(drafts: Sequence[SampleDraft], checker: ClaimChecker, judge: Ju
     sample; returns the claim evidence rows.
     """
     claims: list[ClaimRow] = []
-    for draft in drafts:
-        if not draft.ok or draft.generation is None:
-            continue
-        answer = draft.generation.answer
-        context = draft.compression.context_text if draft.compression else None
-        result = checker.check(answer, context or "", draft.key.question)
-        ragas = ragas_columns(judge, draft.key.question, answer, context or "") if judge is not None else {}
+    answered = [(d, d.generation.answer) for d in drafts if d.ok and d.generation is not None]
+    contexts = [(d.compression.context_text if d.compression else None) or "" for d, _ in answered]
+    # One batch per setting: the checker embeds the spans of every answer in one call.
+    results = checker.check_many([(a, c, d.key.question) for (d, a), c in zip(answered, contexts, strict=True)])
+    for (draft, answer), context, result in zip(answered, contexts, results, strict=True):
+        ragas = ragas_columns(judge, draft.key.question, answer, context) if judge is not None else {}
         draft.judgment = JudgmentPart(
             faithfulness=result.score,
             faithfulness_status=result.status,
@@ -61,7 +60,7 @@ def judge_drafts(drafts: Sequence[SampleDraft], checker: ClaimChecker, judge: Ju
             **ragas,
         )
         for j, v in enumerate(result.claims):
-            verdict = judge.entails(v.claim, context or "") if judge is not None else (None, None)
+            verdict = judge.entails(v.claim, context) if judge is not None else (None, None)
             claims.append(
                 ClaimRow(
                     run_id=draft.key.run_id,

@@ -108,3 +108,12 @@ def test_a_short_answer_must_fill_the_questions_slot(
 
     context = context or "He was prime minister from 1961 to 1962 and president from 1962 to 1964."
     assert _fills_the_slot(answer, question, context) is expected
+
+
+def test_checking_many_answers_at_once_gives_the_verdicts_of_checking_each(checker: ClaimChecker) -> None:
+    items = [(c["answer"], c.get("context", CONTEXT), None) for c in CASES]
+    items.append(("K2 is 8,611 metres high.", CONTEXT, "How high is K2?"))
+    batched = checker.check_many(items)
+    one_by_one = [ClaimChecker(HashEmbedder()).check(a, ctx, q) for a, ctx, q in items]
+    assert [r.model_dump() for r in batched] == [r.model_dump() for r in one_by_one]
+    assert sum(r.status == "no_claims" for r in batched) >= 1 and sum(r.status == "ok" for r in batched) >= 1
