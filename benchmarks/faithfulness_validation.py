@@ -81,22 +81,28 @@ def main() -> None:
         report[split] = {**overall, "seconds": round(seconds, 1), "kinds": kinds}
     for split in args.split or ["tune", "test"]:
         real = [c for c in json.loads(REAL.read_text())["cases"] if c["split"] == split]
-        labels, predicted = [], []
-        for case in real:
-            result = checker.check(case["answer"], case["context"] or "", case["question"])
-            verdict = (
-                "no_claims" if result.status == "no_claims" else ("supported" if result.score == 1.0 else "unsupported")
+        results = checker.check_many([(c["answer"], c["context"] or "", c["question"]) for c in real])
+        predicted = [
+            "no_claims" if r.status == "no_claims" else ("supported" if r.score == 1.0 else "unsupported")
+            for r in results
+        ]
+        labels = [c["label"] for c in real]
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, case in enumerate(real):
+            groups["all"].append(i)
+            groups[case["setting"].split("-")[0]].append(i)  # by compressor
+            groups["answerable" if case["answerable"] else "unanswerable"].append(i)
+        for name, idx in groups.items():
+            claims = [(labels[i], predicted[i]) for i in idx if labels[i] != "no_claims"]
+            conf = confusion([y == "supported" for y, _ in claims], [p == "supported" for _, p in claims])
+            no_claims = sum(labels[i] == predicted[i] == "no_claims" for i in idx)
+            labelled_none = sum(labels[i] == "no_claims" for i in idx)
+            predicted_none = sum(predicted[i] == "no_claims" for i in idx)
+            print(
+                f"\nreal answers, {split} split, {name}: {len(idx)} labelled; {conf}; no_claims agreed on "
+                f"{no_claims} of {labelled_none} labelled and {predicted_none} predicted"
             )
-            labels.append(case["label"])
-            predicted.append(verdict)
-        claims = [(y, p) for y, p in zip(labels, predicted, strict=True) if y != "no_claims"]
-        real_conf = confusion([y == "supported" for y, _ in claims], [p == "supported" for _, p in claims])
-        no_claims = sum(y == p == "no_claims" for y, p in zip(labels, predicted, strict=True))
-        print(
-            f"\nreal answers, {split} split: {len(real)} labelled; {real_conf}; no_claims agreed on {no_claims} of "
-            f"{labels.count('no_claims')} labelled and {predicted.count('no_claims')} predicted"
-        )
-        report[f"real_{split}"] = {**real_conf, "n": len(real)}
+            report[f"real_{split}" if name == "all" else f"real_{split}_{name}"] = {**conf, "n": len(idx)}
     if args.easy_docs:
         from corpus.bundled import CORPUS_FILE, build_bundled
         from corpus.sources import SkipLog, SourceConfig, iter_documents
