@@ -97,7 +97,7 @@ def gate(
 ) -> None:
     """May this setting ship? Exit 0 pass, 1 fail, 2 could not decide."""
     prepare_environment()
-    from eval.gate import GateRequest
+    from eval.gate import GateDecision, GateRequest
     from flows.config import given, load_config
     from flows.pipeline import gate_flow
 
@@ -112,9 +112,12 @@ def gate(
         report_path=report_file,
     )
     try:
-        decision = gate_flow(load_config(GateRequest, config_file, overrides))
+        state = gate_flow(load_config(GateRequest, config_file, overrides), return_state=True)
+        decision = state.result(raise_on_failure=False)
     except (CribsheetError, ValueError) as exc:
         fail(error_message(exc))
+    if not isinstance(decision, GateDecision):  # the flow itself failed: its exception is the result
+        fail(error_message(decision) if isinstance(decision, Exception) else f"gate failed: {decision}")
     print_decision(decision)
     raise typer.Exit(decision.exit_code)
 

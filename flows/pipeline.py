@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-from prefect import flow, task
+from prefect import State, flow, task
 from pydantic import BaseModel
 
 from corpus.bundled import CORPUS_FILE, DEMO_FILE, build_bundled
@@ -22,6 +22,7 @@ from eval.gate import GateDecision, GateRequest, run_gate
 from eval.runtime import quiet_offline_env
 from eval.settings import SweepConfig
 from eval.sweep import SweepResult, run_sweep
+from flows.artifacts import gate_state, publish_gate, publish_leaderboard
 from flows.config import load_config
 from flows.progress import report
 
@@ -80,14 +81,21 @@ def index_flow(config: IndexConfig | None = None, config_file: Path | None = Non
 
 @flow(name="cribsheet-sweep", log_prints=True)
 def sweep_flow(config: SweepConfig | None = None, config_file: Path | None = None) -> SweepResult:
-    """Sweep the grid of settings and store results in DuckDB."""
-    return sweep_task(_config(SweepConfig, config, config_file))
+    """Sweep the grid of settings and store results in DuckDB (the leaderboard also as a table artifact)."""
+    result = sweep_task(_config(SweepConfig, config, config_file))
+    publish_leaderboard(result)
+    return result
 
 
 @flow(name="cribsheet-gate", log_prints=True)
-def gate_flow(request: GateRequest | None = None, config_file: Path | None = None) -> GateDecision:
-    """The release gate for one candidate setting against a baseline."""
-    return gate_task(_config(GateRequest, request, config_file))
+def gate_flow(request: GateRequest | None = None, config_file: Path | None = None) -> State[GateDecision]:
+    """The release gate for one candidate setting against a baseline. The flow run ends Completed on pass,
+    Failed on fail, and Failed named "Undecided" when the gate could not decide, so a Prefect automation
+    can block a release on either; the decision is the state's result and a markdown artifact.
+    """
+    decision = gate_task(_config(GateRequest, request, config_file))
+    publish_gate(decision)
+    return gate_state(decision)
 
 
 @flow(name="cribsheet-demo", log_prints=True)
@@ -102,4 +110,6 @@ def demo_flow(workdir: Path, datasets_dir: Path, limit: int | None = None) -> Sw
         store_path=workdir / "results.duckdb",
         limit=limit,
     )
-    return sweep_task(config)
+    result = sweep_task(config)
+    publish_leaderboard(result)
+    return result

@@ -3,7 +3,9 @@ typed configs and by config files, as deployments and the CLI drive them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,7 +13,7 @@ import tests.fakes  # noqa: F401  (registers the hash embedder, the fake generat
 from corpus.errors import CribsheetError
 from corpus.index import IndexConfig
 from corpus.sources import SourceConfig
-from eval.gate import GateRequest
+from eval.gate import GateDecision, GateRequest
 from eval.generate import GeneratorConfig
 from eval.settings import CompressionSpec, GridConfig, SweepConfig
 from eval.store import DuckDBStore
@@ -69,10 +71,39 @@ def test_gate_flow_reads_its_request_and_cannot_decide_on_four_questions(
         run=run_id,
         report_path=tmp_path / "gate.md",
     )
-    decision = gate_flow(request)
+    state = gate_flow(request, return_state=True)
+    assert state.is_failed() and state.name == "Undecided"  # automations can tell it from a FAIL
+    decision = state.result(raise_on_failure=False)
+    assert isinstance(decision, GateDecision)
     assert (decision.decision, decision.exit_code) == ("undecided", 2)
     assert "only 4 paired questions" in decision.reasons[0]
     assert "Decision: UNDECIDED" in (tmp_path / "gate.md").read_text()
+    assert "UNDECIDED" in (state.message or "")
+    artifacts = _artifacts("cribsheet-gate-halving-2x-k3-hybrid-dense")
+    assert artifacts and "Decision: UNDECIDED" in str(artifacts[0].data)
+
+
+def test_sweep_flow_publishes_its_leaderboard_as_a_table(swept: tuple[Path, str]) -> None:
+    path, run_id = swept
+    artifacts = _artifacts("cribsheet-leaderboard")
+    assert artifacts and run_id in str(artifacts[0].description)
+    table = json.loads(artifacts[0].data) if isinstance(artifacts[0].data, str) else artifacts[0].data
+    names = {row["setting_name"] for row in table}
+    stored = {r["setting_name"] for r in DuckDBStore(path, read_only=True).leaderboard(run_id)}
+    assert names == stored and len(names) == 4
+
+
+def _artifacts(key: str) -> list[Any]:
+    """Every version of a Prefect artifact, newest first."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])), sort=ArtifactSort.CREATED_DESC
+        )
+    return list(found)
 
 
 def test_flows_take_a_config_or_a_file_not_both(tmp_path: Path) -> None:

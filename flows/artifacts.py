@@ -1,0 +1,76 @@
+"""What the flows publish to Prefect: the leaderboard as a table artifact, the gate report as markdown,
+and the gate's decision as the flow run's final state (Completed on pass, Failed on fail, Failed named
+"Undecided" when the gate could not decide), so the UI shows results and automations can react to them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from prefect import State
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.states import Completed, Failed
+
+from eval.gate import GateDecision
+from eval.gate.report import markdown_report
+from eval.sweep import SweepResult
+
+LEADERBOARD_COLUMNS = (
+    "setting_name",
+    "n",
+    "n_failed",
+    "answer_token_recall",
+    "answer_contains",
+    "context_token_recall",
+    "faithfulness",
+    "abstention_unanswerable",
+    "realized_ratio",
+    "mean_compress_cold_s",
+    "probe_ttft_p50_s",
+    "e2e_cold_p50_s",
+)
+"""The leaderboard columns a person reads first (the store's v_leaderboard has them all)."""
+
+UNDECIDED = "Undecided"
+"""Name of the Failed-type state of a gate that could not decide."""
+
+
+def artifact_key(text: str) -> str:
+    """A Prefect artifact key (lowercase letters, digits and dashes) from any text."""
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-")[:100]
+
+
+def _cell(value: Any) -> Any:
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def publish_leaderboard(result: SweepResult) -> None:
+    """The run's leaderboard as a table artifact (key `cribsheet-leaderboard`, one version per run)."""
+    rows = [{c: _cell(r.get(c)) for c in LEADERBOARD_COLUMNS} for r in result.leaderboard]
+    create_table_artifact(
+        table=rows,
+        key="cribsheet-leaderboard",
+        description=f"run {result.run_id}: {result.n_samples} samples, store {result.store_path}",
+    )
+
+
+def publish_gate(decision: GateDecision) -> None:
+    """The gate report as a markdown artifact keyed by the candidate setting."""
+    create_markdown_artifact(
+        markdown=markdown_report(decision),
+        key=artifact_key(f"cribsheet-gate-{decision.candidate}"),
+        description=f"{decision.decision.upper()}: {decision.candidate} vs {decision.baseline}",
+    )
+
+
+def gate_state(decision: GateDecision) -> State[GateDecision]:
+    """The gate flow run's final state, carrying the decision as its result."""
+    message = f"{decision.decision.upper()}: {decision.candidate} vs {decision.baseline}: " + "; ".join(
+        decision.reasons
+    )
+    if decision.decision == "pass":
+        return Completed(message=message[:2000], data=decision)
+    if decision.decision == "fail":
+        return Failed(message=message[:2000], data=decision)
+    return Failed(name=UNDECIDED, message=message[:2000], data=decision)
