@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import importlib.metadata
+import os
+import socket
 import subprocess
 import uuid
 from collections.abc import Sequence
@@ -64,6 +66,35 @@ def git_state(repo: Path | None = None) -> tuple[str | None, bool | None]:
     except (OSError, subprocess.SubprocessError):
         return None, None
     return commit, bool(status.strip())
+
+
+def git_diff_sha256(repo: Path | None = None) -> str | None:
+    """sha256 of the uncommitted changes to tracked files (None when clean or outside git): two dirty
+    trees at one commit are different code.
+    """
+    cwd = repo or Path(__file__).resolve().parent.parent
+    try:
+        diff = subprocess.run(["git", "diff", "HEAD"], cwd=cwd, capture_output=True, check=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return hashlib.sha256(diff).hexdigest() if diff else None
+
+
+def run_fingerprint(row: RunRow) -> str:
+    """What fixes a run's rows: config hash, question file, index version and corpus, code version (with
+    the digest of uncommitted changes), package versions and hardware. Same fingerprint, same rows.
+    """
+    parts = [
+        row.config_hash,
+        row.questions_sha256,
+        str(row.index_version),
+        str(row.corpus_sha256),
+        str(row.git_commit),
+        str(git_diff_sha256() if row.git_dirty else None),
+        row.package_versions,
+        str(row.hardware_sha256),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def file_sha256(path: Path) -> str:
@@ -129,7 +160,7 @@ def run_row(
 ) -> RunRow:
     """The `runs` row of a sweep that starts now: config, code, data and package versions."""
     commit, dirty = git_state()
-    return RunRow(
+    row = RunRow(
         run_id=run_id,
         started_at=dt.datetime.now(dt.UTC),
         status="running",
@@ -147,7 +178,11 @@ def run_row(
         n_settings=n_settings,
         hardware_json=(hw := dumps(hardware())),
         hardware_sha256=hashlib.sha256(hw.encode()).hexdigest(),
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        resumes=0,
     )
+    return row.model_copy(update={"fingerprint": run_fingerprint(row)})
 
 
 def setting_rows(run_id: str, config: SweepConfig, settings: Sequence[Setting]) -> list[SettingRow]:

@@ -20,7 +20,7 @@ class RunRow(Row):
     started_at: dt.datetime
     finished_at: dt.datetime | None = None
     status: str
-    """running | ok | failed"""
+    """running | ok | failed | killed (its process died; the next sweep over the same inputs resumes it)"""
     error: str | None = None
     config_json: str
     config_hash: str
@@ -56,6 +56,16 @@ class RunRow(Row):
     judge, or agreement undefined because one side gave a single verdict throughout)."""
     judge_claims: int | None = None
     """Claims that both the offline checker and the LLM judge decided (the kappa's n)."""
+    fingerprint: str | None = None
+    """Digest of everything that fixes the run's rows (config hash, question file, index version and corpus,
+    code version and uncommitted diff, package versions, hardware): a sweep with the same fingerprint resumes
+    this run when it did not finish."""
+    pid: int | None = None
+    """Process that is running (or last ran) the sweep."""
+    host: str | None = None
+    """Machine of that process: a `running` run whose process is gone on this host is marked `killed`."""
+    resumes: int | None = None
+    """How many times the run was resumed after a crash (0: ran in one go)."""
 
 
 class SampleRow(Row):

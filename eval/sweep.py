@@ -19,6 +19,7 @@ from eval.judge import cohen_kappa
 from eval.latency import fit_prefill, probe_drafts
 from eval.prompt import PromptLayout, arrange, context_block
 from eval.provenance import new_run_id, question_rows, run_row, setting_rows
+from eval.resume import claim_run
 from eval.sample import CompressionPart, GenerationPart, RetrievalPart, SampleDraft, SampleKey
 from eval.scoring import judge_drafts, retrieval_scores, score_answer
 from eval.settings import Setting, SweepConfig, setting_json
@@ -39,6 +40,11 @@ class SweepResult:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     leaderboard: list[dict[str, Any]] = field(default_factory=list)
     warm: WarmReport | None = None
+    resumed: bool = False
+    """The run was an unfinished one, taken up again."""
+    settings_kept: int = 0
+    """Settings whose stored rows were kept (a resumed run's finished settings): not recomputed."""
+    settings_computed: int = 0
 
 
 def load_questions(config: SweepConfig) -> list[Question]:
@@ -50,9 +56,11 @@ def load_questions(config: SweepConfig) -> list[Question]:
 
 
 def run_sweep(
-    config: SweepConfig, components: Components | None = None, progress: Progress | None = None
+    config: SweepConfig, components: Components | None = None, progress: Progress | None = None, resume: bool = True
 ) -> SweepResult:
-    """Run every setting of the grid over the question set and store one row per question × setting."""
+    """Run every setting of the grid over the question set and store one row per question × setting. An
+    unfinished run over the same inputs (same fingerprint) is resumed: its finished settings are kept.
+    """
     tick = progress or (lambda stage, done, total: None)
     stages: dict[str, float] = {}
     questions = load_questions(config)
@@ -62,14 +70,17 @@ def run_sweep(
     stages["load_models"] = time.perf_counter() - t0
     try:
         store = DuckDBStore(config.store_path)
-        run_id = new_run_id()
-        store.start_run(
-            run_row(run_id, config, len(questions), len(settings), comps.index_version, comps.corpus_sha256),
-            setting_rows(run_id, config, settings),
-            question_rows(run_id, questions),
-        )
+        new = new_run_id()
+        row = run_row(new, config, len(questions), len(settings), comps.index_version, comps.corpus_sha256)
+        claim = claim_run(store, row, setting_rows(new, config, settings), question_rows(new, questions), resume)
+        for stage, seconds in claim.stage_seconds.items():
+            stages[stage] = stages.get(stage, 0.0) + seconds
+        run_id = claim.run_id
+        if claim.resumed:
+            tick(f"resuming run {run_id}: {len(claim.done)} of {len(settings)} settings kept", 1, 1)
         try:
             sweep = _Sweep(config, comps, store, run_id, questions, stages, tick)
+            sweep.done, sweep.resumed = claim.done, claim.resumed
             return sweep.run(settings)
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"[:2000]
@@ -99,6 +110,9 @@ class _Sweep:
     ranked: Ranked = field(default_factory=dict)
     retrieve_s: dict[tuple[str, str], float] = field(default_factory=dict)
     rerank_s: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)
+    """Settings already stored by an earlier attempt of this run: kept, not recomputed."""
+    resumed: bool = False
 
     def timed(self, stage: str, fn: Callable[[], T]) -> T:
         """Run `fn`, adding its wall time to `stage`."""
@@ -110,8 +124,9 @@ class _Sweep:
 
     def run(self, settings: list[Setting]) -> SweepResult:
         """Every setting, one transaction each; then the run's summary."""
-        self.timed("retrieve", lambda: self.retrieve(settings))
-        self.timed("rerank", lambda: self.rerank(settings))
+        todo = [s for s in settings if s.config_hash() not in self.done]  # a resumed run keeps the rest
+        self.timed("retrieve", lambda: self.retrieve(todo) if todo else None)
+        self.timed("rerank", lambda: self.rerank(todo) if todo else None)
         generator = self.comps.generator
         layout = PromptLayout(getattr(generator, "tokenizer", None))
         prefix = layout.stable_prefix()
@@ -120,10 +135,9 @@ class _Sweep:
         probe_ids = {q.id for q in by_hash[: self.config.probe_questions]}
         checker = ClaimChecker(self.comps.embedder)  # one per sweep: its embedding cache spans the settings
         n_rows = 0
-        probes: list[tuple[int, float]] = []
-        for done, setting in enumerate(settings, start=1):
+        for done, setting in enumerate(todo, start=1):
             name = setting.name
-            stage = f"setting {done}/{len(settings)} {name}"
+            stage = f"setting {done}/{len(todo)} {name}"
             self.tick(stage, 0, len(self.questions))  # starts the stage's clock
             drafts = self.timed(f"compress:{name}", partial(self.prepare, setting, layout))
             # Each setting starts from the same cache state (only the stable prefix warm), so a setting
@@ -131,7 +145,7 @@ class _Sweep:
             self.timed(f"generate:{name}", partial(_generate, drafts, generator, prefix))
             claims = self.timed(f"faithfulness:{name}", partial(judge_drafts, drafts, checker, self.comps.judge))
             _reset_and_warm(generator, prefix)
-            probes += self.timed(f"probe:{name}", partial(probe_drafts, drafts, probe_ids, generator))
+            self.timed(f"probe:{name}", partial(probe_drafts, drafts, probe_ids, generator))
             rows = [d.row() for d in drafts]
             self.store.add_samples(rows, claims)
             n_rows += len(rows)
@@ -139,6 +153,7 @@ class _Sweep:
             self.tick(stage, len(rows), len(rows))
             if failed:
                 self.tick(f"{stage}: failed samples", failed, failed)
+        probes = self.store.probe_points(self.run_id)  # a resumed run's earlier settings count too
         fit = fit_prefill(probes)
         pairs = self.store.judge_pairs(self.run_id)
         self.store.finish_run(
@@ -163,6 +178,9 @@ class _Sweep:
             stage_seconds=self.stages,
             leaderboard=self.store.leaderboard(self.run_id),
             warm=warm,
+            resumed=self.resumed,
+            settings_kept=len(settings) - len(todo),
+            settings_computed=len(todo),
         )
 
     def retrieve(self, settings: list[Setting]) -> None:

@@ -149,6 +149,9 @@ def sweep(
     judge: Annotated[
         str | None, typer.Option(help="vllm[:MODEL]: serve a judge model here (vLLM server subprocess).")
     ] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Resume an unfinished run of the same inputs (keeps its finished settings).")
+    ] = True,
 ) -> None:
     """Run the grid of settings over a question set and store one row per question × setting."""
     prepare_environment()
@@ -184,9 +187,15 @@ def sweep(
         config = load_config(SweepConfig, config_file, overrides)  # names are checked here, before any model loads
         log = log_path(config.store_path.parent, "sweep")
         with engine_log(log), progress():
-            result = sweep_flow(config)
+            result = sweep_flow(config, resume=resume)
     except (CribsheetError, ValueError) as exc:
         fail(error_message(exc), log=log if log and log.exists() and log.stat().st_size else None)
+    if result.resumed:
+        err.print(
+            f"resumed run {result.run_id}: {result.settings_kept} finished settings kept, "
+            f"{result.settings_computed} computed",
+            highlight=False,
+        )
     print_leaderboard(result.leaderboard, f"run {result.run_id}")
     err.print(f"engine log: {log}", highlight=False)
     show_path(config.store_path)

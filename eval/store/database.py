@@ -18,9 +18,9 @@ from pydantic import BaseModel, ConfigDict
 
 from corpus.errors import CribsheetError
 from eval.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
+from eval.store.lifecycle import Record, RunLifecycle
 from eval.store.schema import SCHEMA_VERSION, STORAGE_COMPATIBILITY, TABLES, VIEWS, columns
 
-Record = dict[str, Any]
 """One stored row as column -> value."""
 
 
@@ -53,7 +53,7 @@ class RunMeta(BaseModel):
     engine_precision: str | None = None
 
 
-class DuckDBStore:
+class DuckDBStore(RunLifecycle):
     """A DuckDB file. Each write is one transaction on a short-lived connection, so analysts can read
     between writes; a second writer waits for the lock (up to `lock_timeout_s`) and then fails clearly.
 
@@ -183,13 +183,6 @@ class DuckDBStore:
             cur = con.execute(sql, list(params))
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-    def judge_pairs(self, run_id: str) -> list[tuple[bool, bool]]:
-        """(checker supported, judge supported) of every claim of a run that the LLM judge decided."""
-        rows = self.query(
-            "SELECT supported, judge_supported FROM claims WHERE run_id = ? AND judge_supported IS NOT NULL", [run_id]
-        )
-        return [(bool(r["supported"]), bool(r["judge_supported"])) for r in rows]
 
     def latest_run(self) -> str | None:
         """Id of the most recently started run."""

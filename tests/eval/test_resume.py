@@ -1,0 +1,178 @@
+"""A sweep killed with SIGKILL at a random point and run again resumes its run: the rows equal those of an
+uninterrupted run, nothing is duplicated, and no finished setting is computed again (counted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from corpus.chunk import SentenceChunker
+from corpus.index import sync_index
+from tests.fakes import HashEmbedder
+from tests.helpers import load_documents
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPARED = "answer, answer_contains, answer_token_recall, context_text, prompt_tokens, faithfulness, status"
+N_SETTINGS = 6
+
+
+def _script(index: Path, questions: Path, store: Path) -> str:
+    """A sweep over fake components (6 settings); the generator says which batch it is on, then dawdles."""
+    return textwrap.dedent(f"""
+        import json, sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from pathlib import Path
+        from tests.fakes import HashEmbedder, ExtractingGenerator, count_words
+        from corpus.retrieve import LanceRetriever
+        from eval.compress import NoCompressor
+        from eval.rerank import DenseReranker
+        from eval.settings import GridConfig, SweepConfig
+        from eval.components import Components
+        from eval.sweep import run_sweep
+
+        class SlowGenerator(ExtractingGenerator):
+            def generate(self, prompts):
+                out = super().generate(prompts)
+                print("batch", len(self.batches), flush=True)
+                time.sleep(0.3)
+                return out
+
+        index = Path({str(index)!r})
+        emb = HashEmbedder()
+        comps = Components(embedder=emb, retriever=LanceRetriever(index, emb),
+                           rerankers={{"dense": DenseReranker(emb)}},
+                           compressors={{"none": NoCompressor(count_words)}}, generator=SlowGenerator())
+        config = SweepConfig(index_path=index, questions_path=Path({str(questions)!r}),
+                             store_path=Path({str(store)!r}), embedder="hash", probe_questions=2, grid=GridConfig(
+                                 compressions=[{{"compressor": "none"}}], top_ks=[1, 2, 3],
+                                 layouts=["ranked", "edges"]))
+        r = run_sweep(config, comps)
+        print("result", json.dumps({{"run_id": r.run_id, "resumed": r.resumed, "kept": r.settings_kept,
+                                     "computed": r.settings_computed}}), flush=True)
+    """)
+
+
+def _start(script: str) -> subprocess.Popen[str]:
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+
+
+def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    line = next(x for x in out.splitlines() if x.startswith("result "))
+    return dict(json.loads(line.removeprefix("result ")))
+
+
+def _rows(store: Path) -> list[tuple[object, ...]]:
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        return con.execute(
+            f"SELECT setting_name, question_id, {COMPARED} FROM samples ORDER BY setting_name, question_id"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def index_and_baseline(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[tuple[object, ...]]]:
+    from tests.conftest import TINY_DOCS, TINY_QUESTIONS, write_jsonl
+
+    work = tmp_path_factory.mktemp("resume")
+    corpus = write_jsonl(work / "corpus.jsonl", TINY_DOCS)
+    questions = write_jsonl(work / "questions.jsonl", TINY_QUESTIONS)
+    index = work / "idx.lancedb"
+    sync_index(load_documents(corpus), SentenceChunker(), HashEmbedder(), index)
+    result = _result(_start(_script(index, questions, work / "uninterrupted.duckdb")))
+    assert result["computed"] == N_SETTINGS and result["kept"] == 0 and not result["resumed"]
+    return index, questions, _rows(work / "uninterrupted.duckdb")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kill_9_then_rerun_equals_an_uninterrupted_run(
+    seed: int, tmp_path: Path, index_and_baseline: tuple[Path, Path, list[tuple[object, ...]]]
+) -> None:
+    index, questions, baseline = index_and_baseline
+    rng = random.Random(seed)
+    store = tmp_path / "r.duckdb"
+    script = _script(index, questions, store)
+    proc = _start(script)
+    assert proc.stdout is not None
+    kill_at = rng.randint(2, N_SETTINGS - 1)  # one batch per setting: dies inside setting `kill_at`
+    while (line := proc.stdout.readline()) and line.strip() != f"batch {kill_at}":
+        pass
+    time.sleep(rng.uniform(0.0, 0.25))  # anywhere in that setting's generation
+    proc.kill()  # SIGKILL: no cleanup, no finally
+    proc.wait(timeout=30)
+
+    con = duckdb.connect(str(store), read_only=True)
+    (status,) = con.execute("SELECT status FROM runs").fetchall()[0]
+    kept_before = con.execute("SELECT count(DISTINCT setting_hash) FROM samples").fetchall()[0][0]
+    con.close()
+    assert status == "running" and kept_before == kill_at - 1
+
+    result = _result(_start(script))
+    assert result["resumed"] and result["kept"] == kept_before and result["computed"] == N_SETTINGS - kept_before
+    assert _rows(store) == baseline  # same answers and metrics, each (setting, question) once
+    con = duckdb.connect(str(store), read_only=True)
+    runs = con.execute("SELECT run_id, status, resumes, error FROM runs").fetchall()
+    con.close()
+    assert runs == [(result["run_id"], "ok", 1, None)]
+
+
+def test_a_dead_runs_process_is_found_and_the_run_marked_killed(
+    tmp_path: Path, index_and_baseline: tuple[Path, Path, list[tuple[object, ...]]]
+) -> None:
+    from eval.resume import mark_dead_runs
+    from eval.store import DuckDBStore
+
+    index, questions, _ = index_and_baseline
+    store = tmp_path / "r.duckdb"
+    proc = _start(_script(index, questions, store))
+    assert proc.stdout is not None
+    while (line := proc.stdout.readline()) and line.strip() != "batch 2":
+        pass
+    assert mark_dead_runs(DuckDBStore(store)) == []  # alive: left alone
+    proc.kill()
+    proc.wait(timeout=30)
+    killed = mark_dead_runs(DuckDBStore(store))
+    row = DuckDBStore(store, read_only=True).query("SELECT status, finished_at, error FROM runs")[0]
+    assert len(killed) == 1 and row["status"] == "killed" and row["finished_at"] is not None
+    assert f"process {proc.pid}" in row["error"] and "died" in row["error"]
+
+
+def test_no_resume_starts_a_new_run(
+    tmp_path: Path, index_and_baseline: tuple[Path, Path, list[tuple[object, ...]]]
+) -> None:
+    index, questions, baseline = index_and_baseline
+    store = tmp_path / "r.duckdb"
+    script = _script(index, questions, store)
+    proc = _start(script)
+    assert proc.stdout is not None
+    while (line := proc.stdout.readline()) and line.strip() != "batch 3":
+        pass
+    proc.kill()
+    proc.wait(timeout=30)
+    result = _result(
+        _start(script.replace("r = run_sweep(config, comps)", "r = run_sweep(config, comps, resume=False)"))
+    )
+    assert not result["resumed"] and result["computed"] == N_SETTINGS
+    runs = dict(_run_statuses(store))
+    assert runs[result["run_id"]] == "ok" and sorted(runs.values()) == ["killed", "ok"]
+
+
+def _run_statuses(store: Path) -> list[tuple[str, str]]:
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        return [(str(a), str(b)) for a, b in con.execute("SELECT run_id, status FROM runs").fetchall()]
+    finally:
+        con.close()
