@@ -80,12 +80,12 @@ def git_diff_sha256(repo: Path | None = None) -> str | None:
     return hashlib.sha256(diff).hexdigest() if diff else None
 
 
-def run_fingerprint(row: RunRow) -> str:
+def run_fingerprint(row: RunRow, config_digest: str | None = None) -> str:
     """What fixes a run's rows: config hash, question file, index version and corpus, code version (with
     the digest of uncommitted changes), package versions and hardware. Same fingerprint, same rows.
     """
     parts = [
-        row.config_hash,
+        config_digest or row.config_hash,
         row.questions_sha256,
         str(row.index_version),
         str(row.corpus_sha256),
@@ -182,7 +182,9 @@ def run_row(
         host=socket.gethostname(),
         resumes=0,
     )
-    return row.model_copy(update={"fingerprint": run_fingerprint(row)})
+    return row.model_copy(
+        update={"fingerprint": run_fingerprint(row), "reuse_key": run_fingerprint(row, config.samples_hash())}
+    )
 
 
 def setting_rows(run_id: str, config: SweepConfig, settings: Sequence[Setting]) -> list[SettingRow]:

@@ -1,7 +1,10 @@
-"""Resuming a sweep after a crash. Each setting's rows are written in one transaction, so a run that died
-holds whole settings only. A new sweep first marks the runs of this machine whose process is gone as
-`killed`; then, if an unfinished run (failed or killed) has the same fingerprint (same config, questions,
-index, code, packages and hardware), it reopens that run and computes only the settings it lacks.
+"""Resuming a sweep after a crash, and reusing finished settings of earlier runs.
+
+Each setting's rows are written in one transaction, so a run that died holds whole settings only. A new
+sweep first marks the runs of this machine whose process is gone as `killed`; then, if an unfinished run
+(failed or killed) has the same fingerprint (same config, questions, index, code, packages and hardware),
+it reopens that run and computes only the settings it lacks. Settings that another run computed over the
+same inputs (the same reuse key: the fingerprint without the grid) are copied from it.
 """
 
 from __future__ import annotations
@@ -9,11 +12,12 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from corpus.errors import CribsheetError
 from eval.rows import QuestionRow, RunRow, SettingRow
+from eval.settings import Setting
 from eval.store import DuckDBStore
 
 
@@ -77,3 +81,22 @@ def claim_run(
     store.reopen_run(run_id, os.getpid(), socket.gethostname())
     stages = json.loads(previous["stage_seconds"]) if previous["stage_seconds"] else {}
     return RunClaim(run_id=run_id, resumed=True, done=store.settings_done(run_id), stage_seconds=stages)
+
+
+def reuse_settings(
+    store: DuckDBStore, reuse_key: str, run_id: str, settings: Sequence[Setting], tick: Callable[[str, int, int], None]
+) -> tuple[list[Setting], int]:
+    """Copy into `run_id` the rows of every setting that an earlier run with the same reuse key computed
+    (same config apart from the grid, questions, index, code, packages, hardware); returns the settings left
+    to compute and how many were reused.
+    """
+    left, reused = [], 0
+    for setting in settings:
+        source = store.reusable_source(reuse_key, setting.config_hash(), run_id)
+        if source is None:
+            left.append(setting)
+            continue
+        n = store.copy_setting(source, run_id, setting.config_hash())
+        tick(f"reused {setting.name} from run {source}", n, n)
+        reused += 1
+    return left, reused

@@ -60,6 +60,9 @@ class RunRow(Row):
     """Digest of everything that fixes the run's rows (config hash, question file, index version and corpus,
     code version and uncommitted diff, package versions, hardware): a sweep with the same fingerprint resumes
     this run when it did not finish."""
+    reuse_key: str | None = None
+    """Digest of what a setting's rows depend on besides the setting (the fingerprint with the grid left
+    out): a later run with the same key copies a setting's rows from this run instead of computing them."""
     pid: int | None = None
     """Process that is running (or last ran) the sweep."""
     host: str | None = None
@@ -151,6 +154,9 @@ class SampleRow(Row):
     context_token_recall: float | None = None
     """Share of the gold answer's content tokens present in the final context (a sentence-long reference is
     matched word by word, not as one verbatim string)."""
+    reused_from_run: str | None = None
+    """The run this row was copied from because its inputs were unchanged (same reuse key and setting);
+    NULL when computed in this run. Its latency columns are that run's measurements."""
 
 
 class SettingRow(Row):

@@ -225,12 +225,19 @@ class SweepConfig(BaseModel):
 
     def config_hash(self) -> str:
         """Hash of everything except where files live."""
-        return stable_hash(
-            SweepConfig.model_validate(
-                self.model_dump()
-                | {"index_path": Path("."), "questions_path": Path(self.questions_path.name), "store_path": Path(".")}
-            )
-        )
+        return stable_hash(SweepConfig.model_validate(self.model_dump() | self._no_paths()))
+
+    def samples_hash(self) -> str:
+        """Hash of what one setting's rows depend on besides the setting itself: everything but the grid and
+        the file locations, plus the candidate count the grid implies (the largest top-k may raise it).
+        """
+        n_candidates = max(self.retrieve_n, *(s.top_k for s in self.grid.expand()))
+        rest = SweepConfig.model_validate(self.model_dump() | self._no_paths() | {"grid": GridConfig().model_dump()})
+        payload = f"{stable_hash(rest)}:{n_candidates}"
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def _no_paths(self) -> dict[str, Path]:
+        return {"index_path": Path("."), "questions_path": Path(self.questions_path.name), "store_path": Path(".")}
 
 
 def setting_json(setting: Setting, components: dict[str, ComponentSpec]) -> str:

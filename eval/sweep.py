@@ -12,16 +12,17 @@ from typing import Any, TypeVar
 from corpus.errors import InputFileError
 from corpus.load import read_jsonl
 from corpus.models import Hit, Question
+from eval.batch import generate_setting, reset_and_warm
 from eval.components import Components, build_components
 from eval.faithfulness import ClaimChecker
-from eval.generate import Generator, WarmReport
+from eval.generate import WarmReport
 from eval.judge import cohen_kappa
 from eval.latency import fit_prefill, probe_drafts
 from eval.prompt import PromptLayout, arrange, context_block
 from eval.provenance import new_run_id, question_rows, run_row, setting_rows
-from eval.resume import claim_run
-from eval.sample import CompressionPart, GenerationPart, RetrievalPart, SampleDraft, SampleKey
-from eval.scoring import judge_drafts, retrieval_scores, score_answer
+from eval.resume import claim_run, reuse_settings
+from eval.sample import CompressionPart, RetrievalPart, SampleDraft, SampleKey
+from eval.scoring import judge_drafts, retrieval_scores
 from eval.settings import Setting, SweepConfig, setting_json
 from eval.store import DuckDBStore, dumps
 
@@ -44,6 +45,8 @@ class SweepResult:
     """The run was an unfinished one, taken up again."""
     settings_kept: int = 0
     """Settings whose stored rows were kept (a resumed run's finished settings): not recomputed."""
+    settings_reused: int = 0
+    """Settings copied from an earlier run with the same reuse key: not recomputed."""
     settings_computed: int = 0
 
 
@@ -56,10 +59,15 @@ def load_questions(config: SweepConfig) -> list[Question]:
 
 
 def run_sweep(
-    config: SweepConfig, components: Components | None = None, progress: Progress | None = None, resume: bool = True
+    config: SweepConfig,
+    components: Components | None = None,
+    progress: Progress | None = None,
+    resume: bool = True,
+    reuse: bool = True,
 ) -> SweepResult:
     """Run every setting of the grid over the question set and store one row per question × setting. An
-    unfinished run over the same inputs (same fingerprint) is resumed: its finished settings are kept.
+    unfinished run over the same inputs (same fingerprint) is resumed: its finished settings are kept; a
+    setting an earlier run computed over the same inputs is copied from it (`reuse`).
     """
     tick = progress or (lambda stage, done, total: None)
     stages: dict[str, float] = {}
@@ -81,6 +89,7 @@ def run_sweep(
         try:
             sweep = _Sweep(config, comps, store, run_id, questions, stages, tick)
             sweep.done, sweep.resumed = claim.done, claim.resumed
+            sweep.reuse_key = row.reuse_key if reuse else None
             return sweep.run(settings)
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"[:2000]
@@ -113,6 +122,8 @@ class _Sweep:
     done: set[str] = field(default_factory=set)
     """Settings already stored by an earlier attempt of this run: kept, not recomputed."""
     resumed: bool = False
+    reuse_key: str | None = None
+    """Reuse settings of earlier runs with this key (None: compute every setting)."""
 
     def timed(self, stage: str, fn: Callable[[], T]) -> T:
         """Run `fn`, adding its wall time to `stage`."""
@@ -125,7 +136,14 @@ class _Sweep:
     def run(self, settings: list[Setting]) -> SweepResult:
         """Every setting, one transaction each; then the run's summary."""
         todo = [s for s in settings if s.config_hash() not in self.done]  # a resumed run keeps the rest
-        self.timed("retrieve", lambda: self.retrieve(todo) if todo else None)
+        reused = 0
+        if self.reuse_key:
+            todo, reused = self.timed(
+                "reuse", lambda: reuse_settings(self.store, self.reuse_key or "", self.run_id, todo, self.tick)
+            )
+        # The grid's largest top-k sets the candidate count, for computed and kept settings alike.
+        n_candidates = max(self.config.retrieve_n, *(s.top_k for s in settings))
+        self.timed("retrieve", lambda: self.retrieve(todo, n_candidates) if todo else None)
         self.timed("rerank", lambda: self.rerank(todo) if todo else None)
         generator = self.comps.generator
         layout = PromptLayout(getattr(generator, "tokenizer", None))
@@ -142,9 +160,9 @@ class _Sweep:
             drafts = self.timed(f"compress:{name}", partial(self.prepare, setting, layout))
             # Each setting starts from the same cache state (only the stable prefix warm), so a setting
             # never profits from passages that an earlier setting happened to leave in the cache.
-            self.timed(f"generate:{name}", partial(_generate, drafts, generator, prefix))
+            self.timed(f"generate:{name}", partial(generate_setting, drafts, generator, prefix))
             claims = self.timed(f"faithfulness:{name}", partial(judge_drafts, drafts, checker, self.comps.judge))
-            _reset_and_warm(generator, prefix)
+            reset_and_warm(generator, prefix)
             self.timed(f"probe:{name}", partial(probe_drafts, drafts, probe_ids, generator))
             rows = [d.row() for d in drafts]
             self.store.add_samples(rows, claims)
@@ -179,13 +197,13 @@ class _Sweep:
             leaderboard=self.store.leaderboard(self.run_id),
             warm=warm,
             resumed=self.resumed,
-            settings_kept=len(settings) - len(todo),
+            settings_kept=len(settings) - len(todo) - reused,
+            settings_reused=reused,
             settings_computed=len(todo),
         )
 
-    def retrieve(self, settings: list[Setting]) -> None:
-        """Candidates once per question and retrieval mode, for the largest top-k of the grid."""
-        n_candidates = max(self.config.retrieve_n, *(s.top_k for s in settings))
+    def retrieve(self, settings: list[Setting], n_candidates: int) -> None:
+        """`n_candidates` per question and retrieval mode of `settings`, once."""
         modes = sorted({s.retrieval for s in settings})
         for i, q in enumerate(self.questions, start=1):
             for mode in modes:
@@ -268,29 +286,3 @@ def _sample_key(run_id: str, setting: Setting, stored: str, q: Question) -> Samp
         gold_answers=dumps(q.answers),
         **setting.model_dump(),  # the setting's fields as columns, as in `provenance.setting_rows`
     )
-
-
-def _reset_and_warm(generator: Generator, prefix: str) -> None:
-    """Forget every cached block, then cache the stable prefix again."""
-    generator.reset_cache()
-    generator.warm(prefix)
-
-
-def _generate(drafts: list[SampleDraft], generator: Generator, prefix: str) -> None:
-    """One engine batch for the setting, from a cache holding only the stable prefix; answers are scored."""
-    _reset_and_warm(generator, prefix)
-    waiting = [d for d in drafts if d.prompt is not None and d.error is None]
-    try:
-        gens = generator.generate([d.prompt or "" for d in waiting])
-        if len(gens) != len(waiting):
-            raise RuntimeError(f"generator returned {len(gens)} outputs for {len(waiting)} prompts")
-    except Exception as exc:
-        for d in waiting:
-            d.fail("generate", exc)
-        return
-    for d, gen in zip(waiting, gens, strict=True):
-        d.generation = GenerationPart(
-            answer=gen.text, prompt_tokens=gen.prompt_tokens, cached_tokens=gen.cached_tokens, ttft_s=gen.ttft_s
-        )
-        context = d.compression.context_text if d.compression else None
-        d.scores = score_answer(gen.text, context or "", d.key.gold_answers)

@@ -152,6 +152,9 @@ def sweep(
     resume: Annotated[
         bool, typer.Option(help="Resume an unfinished run of the same inputs (keeps its finished settings).")
     ] = True,
+    reuse: Annotated[
+        bool, typer.Option(help="Copy settings an earlier run computed over the same inputs instead of recomputing.")
+    ] = True,
 ) -> None:
     """Run the grid of settings over a question set and store one row per question × setting."""
     prepare_environment()
@@ -187,13 +190,13 @@ def sweep(
         config = load_config(SweepConfig, config_file, overrides)  # names are checked here, before any model loads
         log = log_path(config.store_path.parent, "sweep")
         with engine_log(log), progress():
-            result = sweep_flow(config, resume=resume)
+            result = sweep_flow(config, resume=resume, reuse=reuse)
     except (CribsheetError, ValueError) as exc:
         fail(error_message(exc), log=log if log and log.exists() and log.stat().st_size else None)
-    if result.resumed:
+    if result.resumed or result.settings_reused:
         err.print(
-            f"resumed run {result.run_id}: {result.settings_kept} finished settings kept, "
-            f"{result.settings_computed} computed",
+            f"run {result.run_id}{' (resumed)' if result.resumed else ''}: {result.settings_kept} settings kept, "
+            f"{result.settings_reused} reused from earlier runs, {result.settings_computed} computed",
             highlight=False,
         )
     print_leaderboard(result.leaderboard, f"run {result.run_id}")

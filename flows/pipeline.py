@@ -61,10 +61,10 @@ def index_task(config: IndexConfig) -> IndexReport:
 
 
 @task(name="sweep")
-def sweep_task(config: SweepConfig, resume: bool = True) -> SweepResult:
+def sweep_task(config: SweepConfig, resume: bool = True, reuse: bool = True) -> SweepResult:
     """Run the grid over the question set and store the rows (resuming an unfinished run of the same inputs)."""
     quiet_offline_env()
-    return run_sweep(config, progress=report, resume=resume)
+    return run_sweep(config, progress=report, resume=resume, reuse=reuse)
 
 
 @task(name="gate")
@@ -80,11 +80,14 @@ def index_flow(config: IndexConfig | None = None, config_file: Path | None = Non
 
 
 @flow(name="cribsheet-sweep", log_prints=True)
-def sweep_flow(config: SweepConfig | None = None, config_file: Path | None = None, resume: bool = True) -> SweepResult:
+def sweep_flow(
+    config: SweepConfig | None = None, config_file: Path | None = None, resume: bool = True, reuse: bool = True
+) -> SweepResult:
     """Sweep the grid of settings and store results in DuckDB (the leaderboard also as a table artifact).
-    A run over the same inputs that did not finish (crashed, killed) is resumed unless `resume` is False.
+    A run over the same inputs that did not finish (crashed, killed) is resumed unless `resume` is False;
+    settings an earlier run computed over the same inputs are copied unless `reuse` is False.
     """
-    result = sweep_task(_config(SweepConfig, config, config_file), resume)
+    result = sweep_task(_config(SweepConfig, config, config_file), resume, reuse)
     publish_leaderboard(result)
     return result
 

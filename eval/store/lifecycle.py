@@ -75,3 +75,32 @@ class RunLifecycle:
             "SELECT supported, judge_supported FROM claims WHERE run_id = ? AND judge_supported IS NOT NULL", [run_id]
         )
         return [(bool(r["supported"]), bool(r["judge_supported"])) for r in rows]
+
+    def reusable_source(self, reuse_key: str, setting_hash: str, run_id: str) -> str | None:
+        """The newest other run with the same reuse key that holds this setting's rows."""
+        rows = self.query(
+            "SELECT r.run_id FROM runs r WHERE r.reuse_key = ? AND r.run_id <> ? AND EXISTS ("
+            "SELECT 1 FROM samples s WHERE s.run_id = r.run_id AND s.setting_hash = ?) "
+            "ORDER BY r.started_at DESC LIMIT 1",
+            [reuse_key, run_id, setting_hash],
+        )
+        return str(rows[0]["run_id"]) if rows else None
+
+    def copy_setting(self, source_run: str, run_id: str, setting_hash: str) -> int:
+        """Copy one setting's samples and claims from `source_run` into `run_id` (samples marked with the run
+        that computed them), in one transaction; returns the number of samples.
+        """
+        with self.transaction() as con:
+            con.execute(
+                "INSERT INTO samples SELECT * REPLACE (? AS run_id, coalesce(reused_from_run, run_id) AS "
+                "reused_from_run) FROM samples WHERE run_id = ? AND setting_hash = ?",
+                [run_id, source_run, setting_hash],
+            )
+            con.execute(
+                "INSERT INTO claims SELECT * REPLACE (? AS run_id) FROM claims WHERE run_id = ? AND setting_hash = ?",
+                [run_id, source_run, setting_hash],
+            )
+            (n,) = con.execute(
+                "SELECT count(*) FROM samples WHERE run_id = ? AND setting_hash = ?", [run_id, setting_hash]
+            ).fetchone()
+        return int(n)

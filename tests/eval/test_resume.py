@@ -25,7 +25,7 @@ COMPARED = "answer, answer_contains, answer_token_recall, context_text, prompt_t
 N_SETTINGS = 6
 
 
-def _script(index: Path, questions: Path, store: Path) -> str:
+def _script(index: Path, questions: Path, store: Path, top_ks: str = "[1, 2, 3]") -> str:
     """A sweep over fake components (6 settings); the generator says which batch it is on, then dawdles."""
     return textwrap.dedent(f"""
         import json, sys, time
@@ -53,11 +53,11 @@ def _script(index: Path, questions: Path, store: Path) -> str:
                            compressors={{"none": NoCompressor(count_words)}}, generator=SlowGenerator())
         config = SweepConfig(index_path=index, questions_path=Path({str(questions)!r}),
                              store_path=Path({str(store)!r}), embedder="hash", probe_questions=2, grid=GridConfig(
-                                 compressions=[{{"compressor": "none"}}], top_ks=[1, 2, 3],
+                                 compressions=[{{"compressor": "none"}}], top_ks={top_ks},
                                  layouts=["ranked", "edges"]))
         r = run_sweep(config, comps)
         print("result", json.dumps({{"run_id": r.run_id, "resumed": r.resumed, "kept": r.settings_kept,
-                                     "computed": r.settings_computed}}), flush=True)
+                                     "computed": r.settings_computed, "reused": r.settings_reused}}), flush=True)
     """)
 
 
@@ -150,10 +150,10 @@ def test_a_dead_runs_process_is_found_and_the_run_marked_killed(
     assert f"process {proc.pid}" in row["error"] and "died" in row["error"]
 
 
-def test_no_resume_starts_a_new_run(
+def test_no_resume_starts_a_new_run_that_reuses_the_finished_settings_unless_told_not_to(
     tmp_path: Path, index_and_baseline: tuple[Path, Path, list[tuple[object, ...]]]
 ) -> None:
-    index, questions, baseline = index_and_baseline
+    index, questions, _ = index_and_baseline
     store = tmp_path / "r.duckdb"
     script = _script(index, questions, store)
     proc = _start(script)
@@ -162,12 +162,39 @@ def test_no_resume_starts_a_new_run(
         pass
     proc.kill()
     proc.wait(timeout=30)
-    result = _result(
-        _start(script.replace("r = run_sweep(config, comps)", "r = run_sweep(config, comps, resume=False)"))
-    )
-    assert not result["resumed"] and result["computed"] == N_SETTINGS
-    runs = dict(_run_statuses(store))
-    assert runs[result["run_id"]] == "ok" and sorted(runs.values()) == ["killed", "ok"]
+    fresh = script.replace("r = run_sweep(config, comps)", "r = run_sweep(config, comps, resume=False)")
+    result = _result(_start(fresh))
+    assert not result["resumed"] and result["reused"] == 2 and result["computed"] == N_SETTINGS - 2
+    recomputed = _result(_start(fresh.replace("resume=False)", "resume=False, reuse=False)")))
+    assert recomputed["reused"] == 0 and recomputed["computed"] == N_SETTINGS
+    statuses = sorted(s for _, s in _run_statuses(store))
+    assert statuses == ["killed", "ok", "ok"]
+    con = duckdb.connect(str(store), read_only=True)
+    marked = con.execute(
+        "SELECT count(*), count(DISTINCT setting_hash) FROM samples WHERE run_id = ? AND reused_from_run IS NOT NULL",
+        [result["run_id"]],
+    ).fetchall()[0]
+    con.close()
+    assert marked == (2 * 4, 2)  # 4 questions x the 2 settings the killed run had finished
+
+
+def test_adding_a_setting_to_the_grid_computes_only_that_setting(
+    tmp_path: Path, index_and_baseline: tuple[Path, Path, list[tuple[object, ...]]]
+) -> None:
+    index, questions, baseline = index_and_baseline
+    store = tmp_path / "r.duckdb"
+    first = _result(_start(_script(index, questions, store, top_ks="[1, 2]")))
+    assert first["computed"] == 4
+    second = _result(_start(_script(index, questions, store)))  # top_ks [1, 2, 3]: two more settings
+    assert second["reused"] == 4 and second["computed"] == 2 and not second["resumed"]
+    con = duckdb.connect(str(store), read_only=True)
+    mine = con.execute(
+        f"SELECT setting_name, question_id, {COMPARED} FROM samples WHERE run_id = ? "
+        "ORDER BY setting_name, question_id",
+        [second["run_id"]],
+    ).fetchall()
+    con.close()
+    assert mine == baseline and len(_rows(store)) == len(baseline) + 4 * 4  # the first run's rows stay too
 
 
 def _run_statuses(store: Path) -> list[tuple[str, str]]:
