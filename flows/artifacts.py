@@ -5,6 +5,7 @@ and the gate's decision as the flow run's final state (Completed on pass, Failed
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 
@@ -14,6 +15,7 @@ from prefect.states import Completed, Failed
 
 from eval.gate import GateDecision
 from eval.gate.report import markdown_report
+from eval.report import pareto_svg, points, report_markdown
 from eval.sweep import SweepResult
 
 LEADERBOARD_COLUMNS = (
@@ -46,12 +48,21 @@ def _cell(value: Any) -> Any:
 
 
 def publish_leaderboard(result: SweepResult) -> None:
-    """The run's leaderboard as a table artifact (key `cribsheet-leaderboard`, one version per run)."""
+    """The run's leaderboard as a table artifact (key `cribsheet-leaderboard`, one version per run), and its
+    report (Pareto plot inline, cost bill) as a markdown artifact (key `cribsheet-report`).
+    """
     rows = [{c: _cell(r.get(c)) for c in LEADERBOARD_COLUMNS} for r in result.leaderboard]
     create_table_artifact(
         table=rows,
         key="cribsheet-leaderboard",
         description=f"run {result.run_id}: {result.n_samples} samples, store {result.store_path}",
+    )
+    svg = pareto_svg(points(result.leaderboard), f"run {result.run_id}")
+    plot = "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
+    create_markdown_artifact(
+        markdown=report_markdown(result.run_id, result.leaderboard, [], plot),
+        key="cribsheet-report",
+        description=f"run {result.run_id}: quality vs end-to-end latency and the cost bill per setting",
     )
 
 

@@ -69,8 +69,12 @@ def questions(
 def report(
     store: Annotated[Path, typer.Option(help="DuckDB results file.")],
     run: Annotated[str | None, typer.Option(help="Run id (default: the latest run).")] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Folder for pareto.svg and report.md (default: print only).")
+    ] = None,
 ) -> None:
-    """Print the leaderboard of a run."""
+    """Print the leaderboard of a run; with --out, also write its Pareto plot and markdown report."""
+    from eval.report import pareto_svg, points, report_markdown
     from eval.store import DuckDBStore
 
     try:
@@ -78,7 +82,14 @@ def report(
         run_id = run or db.latest_run()
         if run_id is None:
             fail(f"{store}: no runs stored yet")
-        print_leaderboard(db.leaderboard(run_id), f"run {run_id}")
+        rows = db.leaderboard(run_id)
+        print_leaderboard(rows, f"run {run_id}")
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / "pareto.svg").write_text(pareto_svg(points(rows), f"run {run_id}"), encoding="utf-8")
+            md = report_markdown(run_id, rows, db.decisions_for_run(run_id), "pareto.svg")
+            (out_dir / "report.md").write_text(md, encoding="utf-8")
+            show_path(out_dir / "report.md")
     except CribsheetError as exc:
         fail(str(exc))
 

@@ -104,3 +104,11 @@ class RunLifecycle:
                 "SELECT count(*) FROM samples WHERE run_id = ? AND setting_hash = ?", [run_id, setting_hash]
             ).fetchone()
         return int(n)
+
+    def decisions_for_run(self, run_id: str) -> list[Record]:
+        """Gate decisions whose baseline or candidate came from this run, newest first."""
+        return self.query(
+            "SELECT created_at, decision, exit_code, baseline, candidate, n_questions, report_path "
+            "FROM gate_decisions WHERE baseline_run = ? OR candidate_run = ? ORDER BY created_at DESC",
+            [run_id, run_id],
+        )

@@ -61,18 +61,21 @@ SELECT run_id, setting_name, setting_hash, any_value(retrieval) AS retrieval, an
        quantile_cont(e2e_cold_s, 0.5) AS e2e_cold_p50_s,
        quantile_cont(e2e_cold_s, 0.95) AS e2e_cold_p95_s,
        count(e2e_cold_s) AS n_latency,
-       count(*) FILTER (WHERE ragas_status LIKE 'error%') AS n_judge_errors
+       count(*) FILTER (WHERE ragas_status LIKE 'error%') AS n_judge_errors,
+       count(answer_token_recall) FILTER (WHERE answerable) AS n_answerable,
+       stddev_samp(answer_token_recall) FILTER (WHERE answerable) AS answer_token_recall_sd
 FROM samples GROUP BY run_id, setting_name, setting_hash""",
-    # A setting is on the frontier when no other setting of the run is at least as good on answer
-    # recall and at least as fast end to end (p50 of retrieve + rerank + cold compressor cost + TTFT run
-    # alone), and strictly better on one of them. Batch TTFT includes queueing: a throughput figure only.
+    # A setting is on the frontier when no other setting of the run is at least as good on answer token
+    # recall (the gate's answer metric) and at least as fast end to end (p50 of retrieve + rerank + cold
+    # compressor cost + TTFT run alone), and strictly better on one of them. Batch TTFT includes queueing:
+    # a throughput figure only.
     "v_pareto": """
 SELECT a.* FROM v_leaderboard a
 WHERE a.e2e_cold_p50_s IS NOT NULL AND NOT EXISTS (
     SELECT 1 FROM v_leaderboard b
     WHERE b.run_id = a.run_id AND b.setting_hash <> a.setting_hash
-      AND b.answer_contains >= a.answer_contains AND b.e2e_cold_p50_s <= a.e2e_cold_p50_s
-      AND (b.answer_contains > a.answer_contains OR b.e2e_cold_p50_s < a.e2e_cold_p50_s))""",
+      AND b.answer_token_recall >= a.answer_token_recall AND b.e2e_cold_p50_s <= a.e2e_cold_p50_s
+      AND (b.answer_token_recall > a.answer_token_recall OR b.e2e_cold_p50_s < a.e2e_cold_p50_s))""",
     "v_judge_agreement": """
 WITH c AS (
     SELECT run_id, setting_hash, count(*) AS n_claims,

@@ -91,6 +91,29 @@ def test_sweep_flow_publishes_its_leaderboard_as_a_table(swept: tuple[Path, str]
     names = {row["setting_name"] for row in table}
     stored = {r["setting_name"] for r in DuckDBStore(path, read_only=True).leaderboard(run_id)}
     assert names == stored and len(names) == 4
+    report = _artifacts("cribsheet-report")
+    assert report and "data:image/svg+xml;base64," in str(report[0].data) and run_id in str(report[0].data)
+
+
+def test_report_command_writes_the_pareto_plot_and_the_bill(swept: tuple[Path, str], tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import xml.etree.ElementTree as ET
+
+    path, run_id = swept
+    out = tmp_path / "report"
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "report", "--store", str(path), "--run", run_id, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    svg = ET.fromstring((out / "pareto.svg").read_text())
+    assert len(svg.findall("{http://www.w3.org/2000/svg}circle")) == 4  # every setting has a latency
+    md = (out / "report.md").read_text()
+    assert f"run {run_id}" in md and "halving-2x-k3-hybrid-dense" in md and "(pareto.svg)" in md
 
 
 def _artifacts(key: str) -> list[Any]:

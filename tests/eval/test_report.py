@@ -1,0 +1,77 @@
+"""The report: frontier, Pareto SVG and markdown bill from leaderboard rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import xml.etree.ElementTree as ET
+
+from eval.report import frontier, pareto_svg, points, report_markdown
+
+ROWS = [
+    # fast and good: frontier; slow and worse: dominated; slower but better: frontier; no latency: not placed
+    {
+        "setting_name": "none-k3",
+        "e2e_cold_p50_s": 0.5,
+        "answer_token_recall": 0.40,
+        "answer_token_recall_sd": 0.5,
+        "n_answerable": 100,
+        "n": 110,
+    },
+    {
+        "setting_name": "llmlingua-4x",
+        "e2e_cold_p50_s": 4.9,
+        "answer_token_recall": 0.17,
+        "answer_token_recall_sd": 0.4,
+        "n_answerable": 100,
+        "n": 110,
+    },
+    {
+        "setting_name": "none-k8",
+        "e2e_cold_p50_s": 1.1,
+        "answer_token_recall": 0.45,
+        "answer_token_recall_sd": 0.5,
+        "n_answerable": 100,
+        "n": 110,
+    },
+    {"setting_name": "a<b&c", "e2e_cold_p50_s": None, "answer_token_recall": 0.3, "n": 110},
+]
+
+
+def test_frontier_keeps_only_undominated_settings() -> None:
+    pts = points(ROWS)
+    assert [p.name for p in pts] == ["none-k3", "llmlingua-4x", "none-k8"]  # no latency: cannot be placed
+    assert frontier(pts) == {"none-k3", "none-k8"}
+    assert abs(pts[0].half_width - 1.96 * 0.5 / 10) < 1e-12
+
+
+def test_pareto_svg_is_valid_xml_with_one_marker_per_setting() -> None:
+    svg = pareto_svg(points(ROWS), "run <x>")
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    circles = root.findall(f"{ns}circle")
+    assert len(circles) == 3
+    colours = {c.findtext(f"{ns}title"): c.get("fill") for c in circles}
+    assert colours["none-k3"] == colours["none-k8"] != colours["llmlingua-4x"]
+    assert len(root.findall(f"{ns}polyline")) == 1  # the frontier line
+    assert "run &lt;x&gt;" in svg
+    assert "no setting has both" in pareto_svg([], "empty")
+
+
+def test_report_markdown_has_the_bill_the_frontier_and_the_decisions() -> None:
+    decisions = [
+        {
+            "created_at": dt.datetime(2026, 11, 29, 22, 13),
+            "decision": "fail",
+            "exit_code": 1,
+            "baseline": "none-k8",
+            "candidate": "llmlingua-4x",
+            "n_questions": 1000,
+            "report_path": "gate.md",
+        }
+    ]
+    md = report_markdown("r1", ROWS, decisions, "pareto.svg")
+    assert "![answer quality vs end-to-end latency](pareto.svg)" in md
+    assert "| **none-k3** |" in md and "| llmlingua-4x |" in md and "| **none-k8** |" in md
+    assert "**FAIL** (exit 1): llmlingua-4x vs none-k8 on 1000 paired questions; report gate.md" in md
+    assert "compressor cold s" in md and "end-to-end p50 s" in md
+    assert "None yet" in report_markdown("r1", ROWS, [], None)
