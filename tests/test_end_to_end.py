@@ -130,7 +130,7 @@ def test_the_five_documented_queries_run_on_a_real_store(stored: tuple[Path, str
         names.append([d[0] for d in cur.description])
         results.append(cur.fetchall())
     assert results[0] and results[1] and results[4]  # frontier, per-compressor loss, latency bill are never empty
-    assert names[0] == ["setting_name", "answer_contains", "faithfulness", "e2e_cold_p50_s", "realized_ratio"]
+    assert names[0] == ["setting_name", "answer_token_recall", "faithfulness", "e2e_cold_p50_s", "realized_ratio"]
     assert names[4][-2:] == ["e2e_cold_s", "e2e_paid_s"] and all(r[-2] is not None for r in results[4])
     assert names[3] == ["setting_name", "claim", "best_span", "lexical", "numbers_ok", "names_ok"]
 

@@ -162,7 +162,7 @@ def test_agnostic_compression_reused_across_settings_and_runs(tmp_path: Path, se
     ] == len(first.compressed)
     con.close()
     second = HalvingCompressor(cache=LanceCompressionCache(config.index_path), delay_s=0.01)  # a new process
-    again = run_sweep(config, components(halving=second))
+    again = run_sweep(config, components(halving=second), reuse=False)  # recompute: the cache must serve
     con = duckdb.connect(again.store_path)
     assert second.compressed == []
     bills = con.execute(

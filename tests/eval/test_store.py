@@ -116,12 +116,18 @@ def test_missing_values_are_null_and_views_ignore_them(tmp_path: Path) -> None:
     store.add_samples(
         [
             _sample(
-                "q1", answer_contains=1.0, ttft_s=0.05, e2e_cold_s=0.4, context_tokens_in=100, context_tokens_out=25
+                "q1",
+                answer_contains=1.0,
+                answer_token_recall=1.0,
+                ttft_s=0.05,
+                e2e_cold_s=0.4,
+                context_tokens_in=100,
+                context_tokens_out=25,
             ),
             _sample("q2", status="failed", error="compress: boom"),
-            _sample("q1", setting="fast", answer_contains=1.0, ttft_s=0.1, e2e_cold_s=0.2),
-            _sample("q2", setting="fast", answer_contains=0.0, ttft_s=0.1, e2e_cold_s=0.2),
-            _sample("q1", setting="slow", answer_contains=0.5, ttft_s=0.01, e2e_cold_s=0.9),
+            _sample("q1", setting="fast", answer_contains=1.0, answer_token_recall=1.0, ttft_s=0.1, e2e_cold_s=0.2),
+            _sample("q2", setting="fast", answer_contains=0.0, answer_token_recall=0.0, ttft_s=0.1, e2e_cold_s=0.2),
+            _sample("q1", setting="slow", answer_contains=0.5, answer_token_recall=0.5, ttft_s=0.01, e2e_cold_s=0.9),
         ]
     )
     assert store.query("SELECT count(*) AS n FROM samples WHERE answer_contains IS NULL")[0]["n"] == 1
@@ -130,7 +136,7 @@ def test_missing_values_are_null_and_views_ignore_them(tmp_path: Path) -> None:
     assert (row["n"], row["n_failed"], row["answer_contains"], row["realized_ratio"]) == (2, 1, 1.0, 4.0)
     assert not any(isinstance(v, float) and math.isnan(v) for r in board.values() for v in r.values())
     pareto = {r["setting_hash"] for r in store.query("SELECT setting_hash FROM v_pareto")}
-    # sh is better on recall, fast end to end; slow has the best batch TTFT, which is not a latency verdict.
+    # sh is better on token recall, fast end to end; slow has the best batch TTFT, not a latency verdict.
     assert pareto == {"sh", "fast"}
     diff = store.query(
         "SELECT * FROM v_sample_diff WHERE a_setting LIKE '%-sh' AND b_setting LIKE '%-fast' AND question_id='q1'"
