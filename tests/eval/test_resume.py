@@ -61,9 +61,12 @@ def _script(index: Path, questions: Path, store: Path, top_ks: str = "[1, 2, 3]"
     """)
 
 
-def _start(script: str) -> subprocess.Popen[str]:
+def _start(script: str, merge_stderr: bool = False) -> subprocess.Popen[str]:
     env = os.environ | {"PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    err = subprocess.STDOUT if merge_stderr else None
+    return subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT, env=env
+    )
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
@@ -203,3 +206,29 @@ def _run_statuses(store: Path) -> list[tuple[str, str]]:
         return [(str(a), str(b)) for a, b in con.execute("SELECT run_id, status FROM runs").fetchall()]
     finally:
         con.close()
+
+
+def test_two_sweeps_writing_one_store_at_once_both_finish_or_one_is_refused_clearly(
+    tmp_path: Path, index_and_baseline: tuple[Path, Path, list[tuple[object, ...]]]
+) -> None:
+    index, questions, baseline = index_and_baseline
+    store = tmp_path / "r.duckdb"
+    same = _script(index, questions, store)
+    other = _script(index, questions, store, top_ks="[4, 5]")
+    procs = [_start(same, merge_stderr=True), _start(same, merge_stderr=True), _start(other, merge_stderr=True)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    codes = [p.returncode for p in procs]
+    assert codes[2] == 0, outs[2]  # different inputs: waits for the lock between transactions, finishes
+    refused = [i for i in (0, 1) if codes[i] != 0]
+    assert len(refused) <= 1, outs  # same inputs: at most one is refused ...
+    for i in refused:  # ... and then in one clear line naming the live run
+        assert "over the same inputs is still running" in outs[i], outs[i]
+    con = duckdb.connect(str(store), read_only=True)  # never a corrupted file
+    per_run = con.execute(
+        "SELECT run_id, count(*), count(DISTINCT (setting_hash, question_id)) FROM samples GROUP BY 1"
+    ).fetchall()
+    statuses = [s for (s,) in con.execute("SELECT status FROM runs").fetchall()]
+    con.close()
+    assert statuses.count("ok") == 3 - len(refused) and all(n == distinct for _, n, distinct in per_run)
+    other_rows = 2 * 2 * 4  # 2 top-k x 2 layouts x 4 questions
+    assert sorted(n for _, n, _ in per_run) == sorted([other_rows] + [N_SETTINGS * 4] * (2 - len(refused)))
