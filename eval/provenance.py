@@ -80,9 +80,9 @@ def git_diff_sha256(repo: Path | None = None) -> str | None:
     return hashlib.sha256(diff).hexdigest() if diff else None
 
 
-def run_fingerprint(row: RunRow, config_digest: str | None = None) -> str:
+def run_fingerprint(row: RunRow, diff_sha256: str | None, config_digest: str | None = None) -> str:
     """What fixes a run's rows: config hash, question file, index version and corpus, code version (with
-    the digest of uncommitted changes), package versions and hardware. Same fingerprint, same rows.
+    `diff_sha256`, the digest of uncommitted changes), package versions and hardware. Same fingerprint, same rows.
     """
     parts = [
         config_digest or row.config_hash,
@@ -90,7 +90,7 @@ def run_fingerprint(row: RunRow, config_digest: str | None = None) -> str:
         str(row.index_version),
         str(row.corpus_sha256),
         str(row.git_commit),
-        str(git_diff_sha256() if row.git_dirty else None),
+        str(diff_sha256),
         row.package_versions,
         str(row.hardware_sha256),
     ]
@@ -160,6 +160,7 @@ def run_row(
 ) -> RunRow:
     """The `runs` row of a sweep that starts now: config, code, data and package versions."""
     commit, dirty = git_state()
+    diff = git_diff_sha256() if dirty else None
     row = RunRow(
         run_id=run_id,
         started_at=dt.datetime.now(dt.UTC),
@@ -183,7 +184,10 @@ def run_row(
         resumes=0,
     )
     return row.model_copy(
-        update={"fingerprint": run_fingerprint(row), "reuse_key": run_fingerprint(row, config.samples_hash())}
+        update={
+            "fingerprint": run_fingerprint(row, diff),
+            "reuse_key": run_fingerprint(row, diff, config.samples_hash()),
+        }
     )
 
 
