@@ -38,23 +38,23 @@ def test_bad_corpus_one_line_error_and_no_index(tmp_path: Path, content: str | N
     assert not list(tmp_path.glob("*idx.lancedb*"))
 
 
-def test_bad_question_file_one_line_error_and_no_store(tmp_path: Path, tiny_corpus: Path) -> None:
+def _refused_sweep(tmp_path: Path, questions_jsonl: str, *flags: str) -> str:
+    """A sweep that must stop before any model loads: exit 2, one stderr line (returned), no store."""
     questions = tmp_path / "q.jsonl"
-    questions.write_text('{"id": "q1", "question": "?", "answers": ["a"]}\n{"id": "q2", "question": "?"}\n')
-    proc = run(
-        "sweep",
-        "--index",
-        str(tmp_path / "idx"),
-        "--questions",
-        str(questions),
-        "--store",
-        str(tmp_path / "r.duckdb"),
-        tmp=tmp_path,
-    )
+    questions.write_text(questions_jsonl)
+    store = tmp_path / "r.duckdb"
+    args = ["sweep", "--index", str(tmp_path / "idx"), "--questions", str(questions), "--store", str(store)]
+    proc = run(*args, *flags, tmp=tmp_path)
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "q.jsonl:2: field 'answers'" in lines[0], proc.stderr
-    assert not (tmp_path / "r.duckdb").exists()
+    assert len(lines) == 1, proc.stderr
+    assert not store.exists()
+    return lines[0]
+
+
+def test_bad_question_file_one_line_error_and_no_store(tmp_path: Path, tiny_corpus: Path) -> None:
+    line = _refused_sweep(tmp_path, '{"id": "q1", "question": "?", "answers": ["a"]}\n{"id": "q2", "question": "?"}\n')
+    assert "q.jsonl:2: field 'answers'" in line
 
 
 def test_help_lists_commands_and_is_fast(tmp_path: Path) -> None:
@@ -151,21 +151,4 @@ def test_config_file_with_flag_override_and_named_errors(tmp_path: Path, tiny_qu
     ],
 )
 def test_bad_judge_flags_one_line_error_before_any_model_loads(tmp_path: Path, flags: list[str], expected: str) -> None:
-    questions = tmp_path / "q.jsonl"
-    questions.write_text('{"id": "q1", "question": "?", "answers": ["a"]}\n')
-    store = tmp_path / "r.duckdb"
-    proc = run(
-        "sweep",
-        "--index",
-        str(tmp_path / "idx"),
-        "--questions",
-        str(questions),
-        "--store",
-        str(store),
-        *flags,
-        tmp=tmp_path,
-    )
-    assert proc.returncode == 2
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and expected in lines[0], proc.stderr
-    assert not store.exists()
+    assert expected in _refused_sweep(tmp_path, '{"id": "q1", "question": "?", "answers": ["a"]}\n', *flags)

@@ -69,6 +69,20 @@ def _start(script: str, merge_stderr: bool = False) -> subprocess.Popen[str]:
     )
 
 
+def _run_until_batch(script: str, batch: int) -> subprocess.Popen[str]:
+    """A sweep started and left running until its generator has begun batch `batch` (one per setting)."""
+    proc = _start(script)
+    assert proc.stdout is not None
+    while (line := proc.stdout.readline()) and line.strip() != f"batch {batch}":
+        pass
+    return proc
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    proc.kill()  # SIGKILL: no cleanup, no finally
+    proc.wait(timeout=30)
+
+
 def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
@@ -108,14 +122,10 @@ def test_kill_9_then_rerun_equals_an_uninterrupted_run(
     rng = random.Random(seed)
     store = tmp_path / "r.duckdb"
     script = _script(index, questions, store)
-    proc = _start(script)
-    assert proc.stdout is not None
     kill_at = rng.randint(2, N_SETTINGS - 1)  # one batch per setting: dies inside setting `kill_at`
-    while (line := proc.stdout.readline()) and line.strip() != f"batch {kill_at}":
-        pass
+    proc = _run_until_batch(script, kill_at)
     time.sleep(rng.uniform(0.0, 0.25))  # anywhere in that setting's generation
-    proc.kill()  # SIGKILL: no cleanup, no finally
-    proc.wait(timeout=30)
+    _kill(proc)
 
     con = duckdb.connect(str(store), read_only=True)
     (status,) = con.execute("SELECT status FROM runs").fetchall()[0]
@@ -140,13 +150,9 @@ def test_a_dead_runs_process_is_found_and_the_run_marked_killed(
 
     index, questions, _ = index_and_baseline
     store = tmp_path / "r.duckdb"
-    proc = _start(_script(index, questions, store))
-    assert proc.stdout is not None
-    while (line := proc.stdout.readline()) and line.strip() != "batch 2":
-        pass
+    proc = _run_until_batch(_script(index, questions, store), 2)
     assert mark_dead_runs(DuckDBStore(store)) == []  # alive: left alone
-    proc.kill()
-    proc.wait(timeout=30)
+    _kill(proc)
     killed = mark_dead_runs(DuckDBStore(store))
     row = DuckDBStore(store, read_only=True).query("SELECT status, finished_at, error FROM runs")[0]
     assert len(killed) == 1 and row["status"] == "killed" and row["finished_at"] is not None
@@ -159,12 +165,7 @@ def test_no_resume_starts_a_new_run_that_reuses_the_finished_settings_unless_tol
     index, questions, _ = index_and_baseline
     store = tmp_path / "r.duckdb"
     script = _script(index, questions, store)
-    proc = _start(script)
-    assert proc.stdout is not None
-    while (line := proc.stdout.readline()) and line.strip() != "batch 3":
-        pass
-    proc.kill()
-    proc.wait(timeout=30)
+    _kill(_run_until_batch(script, 3))
     fresh = script.replace("r = run_sweep(config, comps)", "r = run_sweep(config, comps, resume=False)")
     result = _result(_start(fresh))
     assert not result["resumed"] and result["reused"] == 2 and result["computed"] == N_SETTINGS - 2
