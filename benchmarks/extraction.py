@@ -295,7 +295,7 @@ def main() -> None:
     parser.add_argument("--build-facts", action="store_true")
     parser.add_argument("--formats", nargs="*", default=list(TREES))
     args = parser.parse_args()
-    from eval.runtime import quiet_offline_env
+    from corpus.runtime import quiet_offline_env
 
     quiet_offline_env()
     if args.build_facts:

@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--split", action="append", help="tune and/or test (default: both)")
     parser.add_argument("--easy-docs", type=int, default=200, help="documents of the old easy set (0: skip)")
     args = parser.parse_args()
-    from eval.runtime import quiet_offline_env
+    from corpus.runtime import quiet_offline_env
 
     quiet_offline_env()
     from corpus.embed import SentenceTransformerEmbedder

@@ -99,7 +99,7 @@ def main() -> None:  # noqa: PLR0915
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples per decision")
     parser.add_argument("--sizes", default="", help="comma-separated n (default: bundled and generated sizes)")
     args = parser.parse_args()
-    from eval.runtime import quiet_offline_env
+    from corpus.runtime import quiet_offline_env
 
     quiet_offline_env()
     from eval.gate import GatePolicy

@@ -24,7 +24,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--docs", type=int, default=None, help="index only the first N documents")
     args = parser.parse_args()
-    from eval.runtime import quiet_offline_env
+    from corpus.runtime import quiet_offline_env
 
     quiet_offline_env()
 

@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--ratio", type=float, default=4.0)
     parser.add_argument("--index", type=Path, default=Path("runs/demo/index.lancedb"))
     args = parser.parse_args()
-    from eval.runtime import quiet_offline_env
+    from corpus.runtime import quiet_offline_env
 
     quiet_offline_env()
 

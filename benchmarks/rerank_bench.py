@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=20)
     parser.add_argument("--index", type=Path, default=Path("runs/demo/index.lancedb"))
     args = parser.parse_args()
-    from eval.runtime import quiet_offline_env
+    from corpus.runtime import quiet_offline_env
 
     quiet_offline_env()
 

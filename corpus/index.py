@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from corpus.chunk import Chunker
+from corpus.cluster import RayOptions
 from corpus.embed import Embedder
 from corpus.errors import CribsheetError
-from corpus.models import Chunk, Document
+from corpus.index_batch import Batch, BatchPool, EmbeddedBatch, LocalBatches, RayBatches, document_coverage
+from corpus.models import Document
 from corpus.sources import Skipped
 from corpus.table import (
     REPORT_FILE,
@@ -39,14 +39,12 @@ __all__ = [
     "IndexOptions",
     "IndexReport",
     "IndexSpec",
+    "document_coverage",
     "indexed_text",
     "open_table",
     "read_spec",
     "sync_index",
 ]
-
-
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def _sql_list(values: Iterable[str]) -> str:
@@ -62,6 +60,8 @@ def sync_index(
     progress: Callable[[int, int], None] | None = None,
     skipped: Sequence[Skipped] = (),
     extractors: dict[str, str] | None = None,
+    ray: RayOptions | None = None,
+    embedder_ref: str | None = None,
 ) -> IndexReport:
     """Bring the index at `path` in line with `docs`: embed only new or changed documents, drop deleted ones.
 
@@ -69,7 +69,9 @@ def sync_index(
     sibling folder and moves it into place when complete. An incremental sync commits each batch with one
     atomic merge (a document's old chunks are replaced in the same commit that adds its new ones), so every
     LanceDB version is readable and each document in it is entirely old or entirely new; a crash leaves
-    the previous versions intact and the next sync picks up where it stopped.
+    the previous versions intact and the next sync picks up where it stopped. With `ray`, batches are chunked
+    and embedded on Ray workers (each with its own embedder, built from its registered name `embedder_ref`)
+    and merged here as they return.
     """
     opts = options or IndexOptions()
     spec = IndexSpec(
@@ -84,7 +86,12 @@ def sync_index(
     full = opts.rebuild or not path.exists() or _existing_spec(path) != spec
     target = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}") if full else path
     try:
-        report = _sync(docs, chunker, embedder, target, spec, opts, full, progress)
+        if ray is not None and embedder_ref is None:
+            raise CribsheetError("indexing on Ray needs the embedder's registered name (embedder_ref)")
+        pool: BatchPool = (
+            RayBatches(ray, embedder_ref or "", chunker.config, spec) if ray else LocalBatches(chunker, embedder, spec)
+        )
+        report = _sync(docs, pool, target, spec, opts, full, progress)
         if full:
             _swap_into_place(target, path)
     finally:
@@ -106,8 +113,7 @@ def _existing_spec(path: Path) -> IndexSpec | None:
 
 def _sync(
     docs: Iterable[Document],
-    chunker: Chunker,
-    embedder: Embedder,
+    pool: BatchPool,
     path: Path,
     spec: IndexSpec,
     opts: IndexOptions,
@@ -122,33 +128,34 @@ def _sync(
     existing = {} if full else _doc_hashes(table)
     counts: dict[str, int] = {"added": 0, "changed": 0, "unchanged": 0, "chunks_written": 0}
     seen: set[str] = set()
-    pending: list[tuple[Document, str]] = []
-    pending_chunks = 0
     coverage: list[DocCoverage] = []
 
-    def flush() -> None:
-        nonlocal pending, pending_chunks
+    def batches() -> Iterator[Batch]:
+        pending: Batch = []
+        pending_chunks = 0
+        for n, doc in enumerate(docs, start=1):
+            if doc.id in seen:
+                raise CribsheetError(f"duplicate document id '{doc.id}' in the corpus stream")
+            seen.add(doc.id)
+            digest = doc.content_hash()
+            old = existing.get(doc.id)
+            if old == digest:
+                counts["unchanged"] += 1
+            else:
+                counts["added" if old is None else "changed"] += 1
+                pending.append((doc, digest))
+                pending_chunks += 1 + len(doc.text) // 1000  # rough: flush by size, not only by count
+                if pending_chunks >= opts.batch_chunks:
+                    yield pending
+                    pending, pending_chunks = [], 0
+            if progress and n % 100 == 0:
+                progress(n, 0)
         if pending:
-            counts["chunks_written"] += _write_batch(table, schema, pending, chunker, embedder, existing, coverage)
-        pending, pending_chunks = [], 0
+            yield pending
 
-    for n, doc in enumerate(docs, start=1):
-        if doc.id in seen:
-            raise CribsheetError(f"duplicate document id '{doc.id}' in the corpus stream")
-        seen.add(doc.id)
-        digest = doc.content_hash()
-        old = existing.get(doc.id)
-        if old == digest:
-            counts["unchanged"] += 1
-        else:
-            counts["added" if old is None else "changed"] += 1
-            pending.append((doc, digest))
-            pending_chunks += 1 + len(doc.text) // 1000  # rough: flush by size, not only by count
-            if pending_chunks >= opts.batch_chunks:
-                flush()
-        if progress and n % 100 == 0:
-            progress(n, 0)
-    flush()
+    for done in pool.map(batches()):
+        coverage.extend(done.coverage)
+        counts["chunks_written"] += _merge(table, done, existing)
     gone = sorted(set(existing) - seen)
     for i in range(0, len(gone), 500):
         table.delete(f"doc_id IN ({_sql_list(gone[i : i + 500])})")
@@ -181,23 +188,6 @@ def _sync(
     )
 
 
-def document_coverage(doc: Document, spans: Sequence[tuple[int, int]]) -> DocCoverage:
-    """Words of `doc` that reached the index: the extractor's share (text kept / parser found) times the
-    chunker's (words of `doc.text` inside some chunk span / all its words).
-    """
-    covered = bytearray(len(doc.text))
-    for start, end in spans:
-        covered[start:end] = b"\x01" * (end - start)
-    total = inside = 0
-    for m in _WORD.finditer(doc.text):
-        total += 1
-        inside += covered[m.start()] if m.start() < len(covered) else 0
-    parser = doc.parser_words if doc.parser_words is not None else total
-    kept = doc.kept_words if doc.kept_words is not None else total
-    indexed = round(kept * (inside / total)) if total else 0
-    return DocCoverage(doc_id=doc.id, parser_words=parser, indexed_words=min(indexed, parser))
-
-
 def _doc_hashes(table: Any) -> dict[str, str]:
     n = table.count_rows()
     if n == 0:
@@ -206,48 +196,14 @@ def _doc_hashes(table: Any) -> dict[str, str]:
     return dict(zip(rows.column("doc_id").to_pylist(), rows.column("doc_hash").to_pylist(), strict=True))
 
 
-def _write_batch(
-    table: Any,
-    schema: Any,
-    batch: list[tuple[Document, str]],
-    chunker: Chunker,
-    embedder: Embedder,
-    existing: dict[str, str],
-    coverage: list[DocCoverage],
-) -> int:
-    import numpy as np
-    import pyarrow as pa
-
-    chunks: list[tuple[Chunk, Document, str]] = []
-    for doc, digest in batch:
-        mine = list(chunker.chunk([doc]))
-        coverage.append(document_coverage(doc, [(c.char_start, c.char_end) for c in mine]))
-        chunks.extend((c, doc, digest) for c in mine)
-    texts = [indexed_text(c) for c, _, _ in chunks]
-    vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32).reshape(len(chunks), embedder.dim)
-    data = pa.Table.from_arrays(
-        [
-            pa.array([c.id for c, _, _ in chunks]),
-            pa.array([c.doc_id for c, _, _ in chunks]),
-            pa.array([h for _, _, h in chunks]),
-            pa.array([c.title for c, _, _ in chunks]),
-            pa.array([c.position for c, _, _ in chunks], pa.int32()),
-            pa.array([c.char_start for c, _, _ in chunks], pa.int32()),
-            pa.array([c.char_end for c, _, _ in chunks], pa.int32()),
-            pa.array([c.text for c, _, _ in chunks]),
-            pa.array([c.section for c, _, _ in chunks]),
-            pa.array(texts),
-            pa.array([json.dumps(d.metadata, sort_keys=True, default=str) for _, d, _ in chunks]),
-            pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), embedder.dim),
-        ],
-        schema=schema,
-    )
-    replaced = [doc.id for doc, _ in batch if doc.id in existing]
+def _merge(table: Any, done: EmbeddedBatch, existing: dict[str, str]) -> int:
+    """One atomic merge: a batch's new chunks in, the old chunks of its changed documents out."""
+    replaced = [doc.id for doc, _ in done.batch if doc.id in existing]
     merge = table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all()
     if replaced:  # old chunks of changed documents go in the same commit as their new chunks
         merge = merge.when_not_matched_by_source_delete(f"doc_id IN ({_sql_list(replaced)})")
-    merge.execute(data)
-    return len(chunks)
+    merge.execute(done.data)
+    return int(done.data.num_rows)
 
 
 def _refresh_indices(table: Any, n_chunks: int, opts: IndexOptions) -> None:

@@ -78,6 +78,13 @@ def build_judge(config: SweepConfig) -> Judge:
     return JUDGES.build(JUDGES.spec(config.judge.name, config.judge.model_dump()), deps)
 
 
+def index_identity(config: SweepConfig) -> tuple[int | None, str | None]:
+    """The index version a sweep reads and the digest of its documents, without loading any engine."""
+    embedder = EMBEDDERS.build(EMBEDDERS.spec(config.embedder), None)
+    retriever = LanceRetriever(config.index_path, embedder, version=config.index_version)
+    return retriever.version, retriever.corpus_digest()
+
+
 def build_components(config: SweepConfig, settings: Sequence[Setting]) -> Components:
     """Real backends by the names in `config`: the default models come from packages."""
     # The judge first: its server comes up (or fails, with its log) before our own engine holds memory.

@@ -1,34 +1,26 @@
-"""The sweep: retrieve and rerank once per question, then compress, lay out, generate and score per setting."""
+"""The sweep: every setting of the grid over the question set, one stored transaction per setting; resumed
+after a crash, reusing earlier runs' settings, computed here or on Ray workers.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
+from corpus.cluster import RayOptions
 from corpus.errors import InputFileError
 from corpus.load import read_jsonl
-from corpus.models import Hit, Question
-from eval.batch import generate_setting, reset_and_warm
-from eval.components import Components, build_components
-from eval.faithfulness import ClaimChecker
+from corpus.models import Question
+from eval.components import Components, build_components, index_identity
 from eval.generate import WarmReport
 from eval.judge import cohen_kappa
-from eval.latency import fit_prefill, probe_drafts
-from eval.prompt import PromptLayout, arrange, context_block
+from eval.latency import fit_prefill
 from eval.provenance import new_run_id, question_rows, run_row, setting_rows
 from eval.resume import claim_run, reuse_settings
-from eval.sample import CompressionPart, RetrievalPart, SampleDraft, SampleKey
-from eval.scoring import judge_drafts, retrieval_scores
-from eval.settings import Setting, SweepConfig, setting_json
+from eval.setting_runner import Progress, SettingOutput, SettingRunner
+from eval.settings import Setting, SweepConfig
 from eval.store import DuckDBStore, dumps
-
-T = TypeVar("T")
-Progress = Callable[[str, int, int], None]
-"""Callback (stage, done, total) for progress bars."""
 
 
 @dataclass
@@ -64,22 +56,29 @@ def run_sweep(
     progress: Progress | None = None,
     resume: bool = True,
     reuse: bool = True,
+    ray: RayOptions | None = None,
 ) -> SweepResult:
     """Run every setting of the grid over the question set and store one row per question × setting. An
     unfinished run over the same inputs (same fingerprint) is resumed: its finished settings are kept; a
-    setting an earlier run computed over the same inputs is copied from it (`reuse`).
+    setting an earlier run computed over the same inputs is copied from it (`reuse`). With `ray`, settings
+    are computed on Ray workers, each holding its own engine; this process only retrieves the index version
+    and writes the rows (the store's single writer).
     """
     tick = progress or (lambda stage, done, total: None)
     stages: dict[str, float] = {}
     questions = load_questions(config)
     settings = config.grid.expand()
     t0 = time.perf_counter()
-    comps = components or build_components(config, settings)
+    on_ray = ray is not None and components is None
+    comps = components or (None if on_ray else build_components(config, settings))
+    index_version, corpus_sha256 = (
+        (comps.index_version, comps.corpus_sha256) if comps is not None else index_identity(config)
+    )
     stages["load_models"] = time.perf_counter() - t0
     try:
         store = DuckDBStore(config.store_path)
         new = new_run_id()
-        row = run_row(new, config, len(questions), len(settings), comps.index_version, comps.corpus_sha256)
+        row = run_row(new, config, len(questions), len(settings), index_version, corpus_sha256)
         claim = claim_run(store, row, setting_rows(new, config, settings), question_rows(new, questions), resume)
         for stage, seconds in claim.stage_seconds.items():
             stages[stage] = stages.get(stage, 0.0) + seconds
@@ -90,87 +89,76 @@ def run_sweep(
             sweep = _Sweep(config, comps, store, run_id, questions, stages, tick)
             sweep.done, sweep.resumed = claim.done, claim.resumed
             sweep.reuse_key = row.reuse_key if reuse else None
+            sweep.ray, sweep.index_version = (ray if on_ray else None), index_version
             return sweep.run(settings)
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"[:2000]
             store.finish_run(run_id, "failed", error=error, stage_seconds=dumps(stages))
             raise
     finally:
-        if components is None:  # the engine we started, we stop
+        if components is None and comps is not None:  # the engine we started, we stop
             comps.close()
-
-
-Ranked = dict[tuple[str, str, str], list[Hit]]
-"""(retrieval mode, reranker, question id) -> reranked candidates."""
 
 
 @dataclass
 class _Sweep:
-    """One run in progress: the loop over settings and the stages of each."""
+    """One run in progress: the loop over settings, computed here or on Ray workers, one transaction each."""
 
     config: SweepConfig
-    comps: Components
+    comps: Components | None
+    """This process's backends (None when every setting runs on Ray workers)."""
     store: DuckDBStore
     run_id: str
     questions: list[Question]
     stages: dict[str, float]
     tick: Progress
-    candidates: dict[tuple[str, str], list[Hit]] = field(default_factory=dict)
-    ranked: Ranked = field(default_factory=dict)
-    retrieve_s: dict[tuple[str, str], float] = field(default_factory=dict)
-    rerank_s: dict[tuple[str, str, str], float] = field(default_factory=dict)
     done: set[str] = field(default_factory=set)
     """Settings already stored by an earlier attempt of this run: kept, not recomputed."""
     resumed: bool = False
     reuse_key: str | None = None
     """Reuse settings of earlier runs with this key (None: compute every setting)."""
-
-    def timed(self, stage: str, fn: Callable[[], T]) -> T:
-        """Run `fn`, adding its wall time to `stage`."""
-        t0 = time.perf_counter()
-        try:
-            return fn()
-        finally:
-            self.stages[stage] = self.stages.get(stage, 0.0) + time.perf_counter() - t0
+    ray: RayOptions | None = None
+    """Compute settings on Ray workers (each with its own engine) instead of in this process."""
+    index_version: int | None = None
+    """The index version this run reads (Ray workers are pinned to it)."""
 
     def run(self, settings: list[Setting]) -> SweepResult:
         """Every setting, one transaction each; then the run's summary."""
         todo = [s for s in settings if s.config_hash() not in self.done]  # a resumed run keeps the rest
         reused = 0
         if self.reuse_key:
-            todo, reused = self.timed(
-                "reuse", lambda: reuse_settings(self.store, self.reuse_key or "", self.run_id, todo, self.tick)
-            )
+            t0 = time.perf_counter()
+            todo, reused = reuse_settings(self.store, self.reuse_key, self.run_id, todo, self.tick)
+            self.stages["reuse"] = self.stages.get("reuse", 0.0) + time.perf_counter() - t0
         # The grid's largest top-k sets the candidate count, for computed and kept settings alike.
         n_candidates = max(self.config.retrieve_n, *(s.top_k for s in settings))
-        self.timed("retrieve", lambda: self.retrieve(todo, n_candidates) if todo else None)
-        self.timed("rerank", lambda: self.rerank(todo) if todo else None)
-        generator = self.comps.generator
-        layout = PromptLayout(getattr(generator, "tokenizer", None))
-        prefix = layout.stable_prefix()
-        warm = self.timed("warm", lambda: generator.warm(prefix))
-        by_hash = sorted(self.questions, key=lambda q: hashlib.sha256(q.id.encode()).hexdigest())
-        probe_ids = {q.id for q in by_hash[: self.config.probe_questions]}
-        checker = ClaimChecker(self.comps.embedder)  # one per sweep: its embedding cache spans the settings
         n_rows = 0
-        for done, setting in enumerate(todo, start=1):
-            name = setting.name
-            stage = f"setting {done}/{len(todo)} {name}"
-            self.tick(stage, 0, len(self.questions))  # starts the stage's clock
-            drafts = self.timed(f"compress:{name}", partial(self.prepare, setting, layout))
-            # Each setting starts from the same cache state (only the stable prefix warm), so a setting
-            # never profits from passages that an earlier setting happened to leave in the cache.
-            self.timed(f"generate:{name}", partial(generate_setting, drafts, generator, prefix))
-            claims = self.timed(f"faithfulness:{name}", partial(judge_drafts, drafts, checker, self.comps.judge))
-            reset_and_warm(generator, prefix)
-            self.timed(f"probe:{name}", partial(probe_drafts, drafts, probe_ids, generator))
-            rows = [d.row() for d in drafts]
-            self.store.add_samples(rows, claims)
-            n_rows += len(rows)
-            failed = sum(r.status != "ok" for r in rows)
-            self.tick(stage, len(rows), len(rows))
+        warm: WarmReport | None = None
+        precision = getattr(self.comps.generator, "precision", None) if self.comps else None
+
+        def write(out: SettingOutput) -> None:
+            nonlocal n_rows
+            for stage, seconds in out.stages.items():
+                self.stages[stage] = self.stages.get(stage, 0.0) + seconds
+            self.store.add_samples(out.rows, out.claims)
+            n_rows += len(out.rows)
+            failed = sum(r.status != "ok" for r in out.rows)
+            self.tick(f"stored {out.setting.name}", len(out.rows), len(out.rows))
             if failed:
-                self.tick(f"{stage}: failed samples", failed, failed)
+                self.tick(f"{out.setting.name}: failed samples", failed, failed)
+
+        if self.comps is None:
+            from eval.distributed import run_on_ray
+
+            pinned = self.config.model_copy(update={"index_version": self.index_version})
+            assert self.ray is not None
+            warm, precision = run_on_ray(self.ray, pinned, self.run_id, self.questions, n_candidates, todo, write)
+        else:
+            runner = SettingRunner(self.config, self.comps, self.run_id, self.questions, n_candidates, self.tick)
+            warm = runner.warm()
+            for index, setting in enumerate(todo, start=1):
+                write(runner.compute(setting, index, len(todo)))
+            self.stages["warm"] = self.stages.get("warm", 0.0) + runner.stages.get("warm", 0.0)
         probes = self.store.probe_points(self.run_id)  # a resumed run's earlier settings count too
         fit = fit_prefill(probes)
         pairs = self.store.judge_pairs(self.run_id)
@@ -178,16 +166,16 @@ class _Sweep:
             self.run_id,
             "ok",
             stage_seconds=dumps(self.stages),
-            warm_prefix_tokens=warm.prefix_tokens,
-            warm_cached_tokens=warm.cached_tokens,
-            warm_cold_ttft_s=warm.cold_ttft_s,
-            warm_warm_ttft_s=warm.warm_ttft_s,
+            warm_prefix_tokens=warm.prefix_tokens if warm else None,
+            warm_cached_tokens=warm.cached_tokens if warm else None,
+            warm_cold_ttft_s=warm.cold_ttft_s if warm else None,
+            warm_warm_ttft_s=warm.warm_ttft_s if warm else None,
             prefill_a=fit[0] if fit else None,
             prefill_b=fit[1] if fit else None,
             prefill_fit_points=len(probes),
-            engine_precision=getattr(generator, "precision", None),
-            judge_kappa=cohen_kappa(pairs) if self.comps.judge is not None else None,
-            judge_claims=len(pairs) if self.comps.judge is not None else None,
+            engine_precision=precision,
+            judge_kappa=cohen_kappa(pairs) if self.config.judge is not None else None,
+            judge_claims=len(pairs) if self.config.judge is not None else None,
         )
         return SweepResult(
             run_id=self.run_id,
@@ -201,88 +189,3 @@ class _Sweep:
             settings_reused=reused,
             settings_computed=len(todo),
         )
-
-    def retrieve(self, settings: list[Setting], n_candidates: int) -> None:
-        """`n_candidates` per question and retrieval mode of `settings`, once."""
-        modes = sorted({s.retrieval for s in settings})
-        for i, q in enumerate(self.questions, start=1):
-            for mode in modes:
-                start = time.perf_counter()
-                self.candidates[mode, q.id] = self.comps.retriever.retrieve(q.question, n_candidates, mode)
-                self.retrieve_s[mode, q.id] = time.perf_counter() - start
-            self.tick("retrieve", i, len(self.questions))
-
-    def rerank(self, settings: list[Setting]) -> None:
-        """Rerank once per question, mode and reranker; every setting takes a prefix of the same list."""
-        pairs = sorted({(s.retrieval, s.reranker) for s in settings})
-        for i, q in enumerate(self.questions, start=1):
-            for mode, name in pairs:
-                start = time.perf_counter()
-                self.ranked[mode, name, q.id] = self.comps.rerankers[name].rerank(
-                    q.question, self.candidates[mode, q.id]
-                )
-                self.rerank_s[mode, name, q.id] = time.perf_counter() - start
-            self.tick("rerank", i, len(self.questions))
-
-    def prepare(self, setting: Setting, layout: PromptLayout) -> list[SampleDraft]:
-        """Compress and lay out every question of one setting; a failure is a failed sample, never a gap."""
-        compressor = self.comps.compressors[setting.compressor]
-        stored = setting_json(setting, self.config.component_specs(setting))
-        drafts: list[SampleDraft] = []
-        for i, q in enumerate(self.questions, start=1):
-            key = (setting.retrieval, setting.reranker, q.id)
-            hits = self.ranked[key][: setting.top_k]
-            draft = SampleDraft(
-                key=_sample_key(self.run_id, setting, stored, q),
-                retrieval=RetrievalPart(
-                    retrieve_seconds=self.retrieve_s[setting.retrieval, q.id],
-                    rerank_seconds=self.rerank_s[key],
-                    **retrieval_scores(self.ranked[key], q.gold_doc_ids, setting.top_k),
-                ),
-            )
-            drafts.append(draft)
-            try:
-                comp = compressor.compress([h.text for h in hits], q.question, setting.target_ratio)
-            except Exception as exc:  # one bad sample is a failed row, not a lost sweep
-                draft.compression = CompressionPart(context_chunk_ids=dumps([h.chunk_id for h in hits]))
-                draft.fail("compress", exc)
-                continue
-            kept = (
-                comp.kept
-                if comp.kept is not None
-                else (list(range(len(hits))) if len(comp.texts) == len(hits) else None)
-            )
-            order = arrange(len(comp.texts), setting.layout)
-            titles = [hits[kept[j]].heading for j in order] if kept is not None else [""] * len(order)
-            ids = [hits[kept[j]].chunk_id for j in order] if kept is not None else [h.chunk_id for h in hits]
-            context = context_block(titles, [comp.texts[j] for j in order])
-            realized = comp.ratio if comp.tokens_out else None
-            draft.compression = CompressionPart(
-                context_chunk_ids=dumps(ids),
-                context_text=context,
-                context_tokens_in=comp.tokens_in,
-                context_tokens_out=comp.tokens_out,
-                realized_ratio=realized,
-                ratio_gap=(realized - setting.target_ratio) / setting.target_ratio if realized else None,
-                compress_seconds=comp.seconds,
-                compress_calls=comp.calls,
-                compress_cold_seconds=comp.seconds if comp.cold_seconds is None else comp.cold_seconds,
-            )
-            draft.prompt = layout.render(context, q.question)
-            self.tick(f"compress {setting.name}", i, len(self.questions))
-        compressor.flush()  # one LanceDB commit per setting, not one per passage
-        return drafts
-
-
-def _sample_key(run_id: str, setting: Setting, stored: str, q: Question) -> SampleKey:
-    return SampleKey(
-        run_id=run_id,
-        setting_hash=setting.config_hash(),
-        setting_name=setting.name,
-        setting_json=stored,
-        question_id=q.id,
-        question=q.question,
-        answerable=q.answerable,
-        gold_answers=dumps(q.answers),
-        **setting.model_dump(),  # the setting's fields as columns, as in `provenance.setting_rows`
-    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,11 +17,27 @@ ConfigOption = Annotated[
     Path | None, typer.Option("--config", help="YAML file of this command's settings; flags override it.")
 ]
 
+WorkersOption = Annotated[
+    int | None, typer.Option(help="Run on Ray with this many workers (a local cluster unless --ray-address).")
+]
+RayAddressOption = Annotated[
+    str | None, typer.Option(help="Join this Ray cluster (auto, HOST:6379, ray://HOST:10001) [2 workers].")
+]
+
+
+def ray_options(workers: int | None, address: str | None) -> Any:
+    """Ray options from the flags, or None to run in this process."""
+    if workers is None and address is None:
+        return None
+    from corpus.cluster import RayOptions
+
+    return RayOptions(address=address, **({"workers": workers} if workers is not None else {}))
+
 
 def prepare_environment() -> None:
     """Defaults for a quiet, offline, self-contained run; anything the user set wins."""
+    from corpus.runtime import quiet_offline_env
     from eval.assets import default_cache_dir
-    from eval.runtime import quiet_offline_env
 
     os.environ.setdefault("PREFECT_HOME", str(default_cache_dir() / "prefect"))
     # Prefect creates only the last folder of its home; on a fresh machine the cache folder is missing too.

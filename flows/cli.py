@@ -14,7 +14,15 @@ import typer
 
 import flows.cli_results  # noqa: F401  (registers report, gate, export and dataset)
 from corpus.errors import CribsheetError
-from flows.app import ConfigOption, app, error_message, prepare_environment
+from flows.app import (
+    ConfigOption,
+    RayAddressOption,
+    WorkersOption,
+    app,
+    error_message,
+    prepare_environment,
+    ray_options,
+)
 from flows.terminal import (
     engine_log,
     err,
@@ -50,6 +58,8 @@ def index(
         int | None, typer.Option(help="Build an ANN index from this many chunks [100000].")
     ] = None,
     rebuild: Annotated[bool | None, typer.Option(help="Rebuild from scratch even when nothing changed.")] = None,
+    workers: WorkersOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Chunk, embed and index a corpus into LanceDB; re-running embeds only new or changed documents."""
     prepare_environment()
@@ -78,7 +88,7 @@ def index(
         config = load_config(IndexConfig, config_file, overrides)
         log = log_path(config.index_path.parent, "index")
         with engine_log(log), progress():
-            rep = index_flow(config)
+            rep = index_flow(config, ray=ray_options(workers, ray_address))
     except (CribsheetError, ValueError) as exc:
         fail(error_message(exc))
     for item in rep.skipped:
@@ -155,6 +165,8 @@ def sweep(
     reuse: Annotated[
         bool, typer.Option(help="Copy settings an earlier run computed over the same inputs instead of recomputing.")
     ] = True,
+    workers: WorkersOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Run the grid of settings over a question set and store one row per question × setting."""
     prepare_environment()
@@ -190,7 +202,7 @@ def sweep(
         config = load_config(SweepConfig, config_file, overrides)  # names are checked here, before any model loads
         log = log_path(config.store_path.parent, "sweep")
         with engine_log(log), progress():
-            result = sweep_flow(config, resume=resume, reuse=reuse)
+            result = sweep_flow(config, resume=resume, reuse=reuse, ray=ray_options(workers, ray_address))
     except (CribsheetError, ValueError) as exc:
         fail(error_message(exc), log=log if log and log.exists() and log.stat().st_size else None)
     if result.resumed or result.settings_reused:

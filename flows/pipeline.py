@@ -14,12 +14,13 @@ from pydantic import BaseModel
 
 from corpus.bundled import CORPUS_FILE, DEMO_FILE, build_bundled
 from corpus.chunk import SentenceChunker
+from corpus.cluster import RayOptions
 from corpus.embed import build_embedder
 from corpus.errors import CribsheetError
 from corpus.index import IndexConfig, IndexReport, sync_index
+from corpus.runtime import quiet_offline_env
 from corpus.sources import SkipLog, SourceConfig, extractor_versions, iter_documents
 from eval.gate import GateDecision, GateRequest, run_gate
-from eval.runtime import quiet_offline_env
 from eval.settings import SweepConfig
 from eval.sweep import SweepResult, run_sweep
 from flows.artifacts import gate_state, publish_gate, publish_leaderboard
@@ -43,8 +44,10 @@ def build_dataset_task(out_dir: Path) -> dict[str, Any]:
 
 
 @task(name="index-corpus")
-def index_task(config: IndexConfig) -> IndexReport:
-    """Stream, chunk, embed and sync the LanceDB index (only new or changed documents are embedded)."""
+def index_task(config: IndexConfig, ray: RayOptions | None = None) -> IndexReport:
+    """Stream, chunk, embed and sync the LanceDB index (only new or changed documents are embedded); with
+    `ray`, chunking and embedding run on Ray workers.
+    """
     quiet_offline_env()  # a scheduled run through a worker never went through the CLI
     emb = build_embedder(config.embedder)
     skips = SkipLog()
@@ -57,14 +60,20 @@ def index_task(config: IndexConfig) -> IndexReport:
         progress=lambda done, total: report("index (documents)", done, total),
         skipped=skips.items,
         extractors=extractor_versions(config.source),
+        ray=ray,
+        embedder_ref=config.embedder,
     )
 
 
 @task(name="sweep")
-def sweep_task(config: SweepConfig, resume: bool = True, reuse: bool = True) -> SweepResult:
-    """Run the grid over the question set and store the rows (resuming an unfinished run of the same inputs)."""
+def sweep_task(
+    config: SweepConfig, resume: bool = True, reuse: bool = True, ray: RayOptions | None = None
+) -> SweepResult:
+    """Run the grid over the question set and store the rows (resuming an unfinished run of the same inputs);
+    with `ray`, settings are computed on Ray workers, one engine each.
+    """
     quiet_offline_env()
-    return run_sweep(config, progress=report, resume=resume, reuse=reuse)
+    return run_sweep(config, progress=report, resume=resume, reuse=reuse, ray=ray)
 
 
 @task(name="gate")
@@ -74,20 +83,29 @@ def gate_task(request: GateRequest) -> GateDecision:
 
 
 @flow(name="cribsheet-index", log_prints=True)
-def index_flow(config: IndexConfig | None = None, config_file: Path | None = None) -> IndexReport:
-    """Index a corpus (folder, JSONL or Parquet) into LanceDB."""
-    return index_task(_config(IndexConfig, config, config_file))
+def index_flow(
+    config: IndexConfig | None = None, config_file: Path | None = None, ray: RayOptions | None = None
+) -> IndexReport:
+    """Index a corpus (folder, JSONL or Parquet) into LanceDB; `ray` spreads chunking and embedding over a
+    Ray cluster's workers (a local one when it names no address).
+    """
+    return index_task(_config(IndexConfig, config, config_file), ray)
 
 
 @flow(name="cribsheet-sweep", log_prints=True)
 def sweep_flow(
-    config: SweepConfig | None = None, config_file: Path | None = None, resume: bool = True, reuse: bool = True
+    config: SweepConfig | None = None,
+    config_file: Path | None = None,
+    resume: bool = True,
+    reuse: bool = True,
+    ray: RayOptions | None = None,
 ) -> SweepResult:
     """Sweep the grid of settings and store results in DuckDB (the leaderboard also as a table artifact).
     A run over the same inputs that did not finish (crashed, killed) is resumed unless `resume` is False;
-    settings an earlier run computed over the same inputs are copied unless `reuse` is False.
+    settings an earlier run computed over the same inputs are copied unless `reuse` is False; `ray` computes
+    settings on Ray workers (one engine each) while this flow writes the rows.
     """
-    result = sweep_task(_config(SweepConfig, config, config_file), resume, reuse)
+    result = sweep_task(_config(SweepConfig, config, config_file), resume, reuse, ray)
     publish_leaderboard(result)
     return result
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.runtime import QUIET_OFFLINE_DEFAULTS
+from corpus.runtime import QUIET_OFFLINE_DEFAULTS
 
 # Prefect configures its loggers when first imported (collecting the flow tests), before any fixture runs;
 # at INFO its temporary server logs "Stopping ..." at exit into pytest's closed output ("Logging error").

@@ -177,7 +177,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 if sys.argv[2] == "quiet":
-    from eval.runtime import quiet_offline_env
+    from corpus.runtime import quiet_offline_env
     quiet_offline_env()
 from tests.fakes import HashEmbedder
 from corpus.retrieve import LanceRetriever
@@ -191,7 +191,7 @@ def test_quiet_defaults_silence_lancedb_per_query_notes(index: Path) -> None:
     import subprocess
     import sys
 
-    from eval.runtime import QUIET_OFFLINE_DEFAULTS
+    from corpus.runtime import QUIET_OFFLINE_DEFAULTS
 
     env = {k: v for k, v in os.environ.items() if k not in QUIET_OFFLINE_DEFAULTS}
     runs = {

@@ -1,0 +1,166 @@
+"""The indexing work per batch of documents: chunk, measure coverage, embed, lay out as Arrow rows.
+
+`LocalBatches` does it in this process; `RayBatches` on Ray worker actors, each holding its own embedder,
+with a bounded number of batches in flight (memory stays flat in corpus size). Either way the index writer
+(one process: LanceDB commits are serialised) merges each batch as it comes back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from corpus.chunk import Chunker, ChunkerConfig, SentenceChunker
+from corpus.cluster import RayOptions, import_plugins, plugin_modules, ray_cluster, worker_error
+from corpus.embed import EMBEDDERS, Embedder
+from corpus.errors import CribsheetError
+from corpus.models import Chunk, Document
+from corpus.table import DocCoverage, IndexSpec, indexed_text, table_schema
+
+Batch = list[tuple[Document, str]]
+"""Documents to (re)index with their content hash."""
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass
+class EmbeddedBatch:
+    """A batch ready to merge: its chunk rows (vectors included) and each document's coverage."""
+
+    batch: Batch
+    data: Any
+    """pyarrow Table in the index schema."""
+    coverage: list[DocCoverage]
+
+
+class BatchPool(Protocol):
+    """Turns batches of documents into rows to merge, in any order, lazily."""
+
+    def map(self, batches: Iterable[Batch]) -> Iterator[EmbeddedBatch]:
+        """Embedded batches, as they finish."""
+        ...
+
+
+def document_coverage(doc: Document, spans: Sequence[tuple[int, int]]) -> DocCoverage:
+    """Words of `doc` that reached the index: the extractor's share (text kept / parser found) times the
+    chunker's (words of `doc.text` inside some chunk span / all its words).
+    """
+    covered = bytearray(len(doc.text))
+    for start, end in spans:
+        covered[start:end] = b"\x01" * (end - start)
+    total = inside = 0
+    for m in _WORD.finditer(doc.text):
+        total += 1
+        inside += covered[m.start()] if m.start() < len(covered) else 0
+    parser = doc.parser_words if doc.parser_words is not None else total
+    kept = doc.kept_words if doc.kept_words is not None else total
+    indexed = round(kept * (inside / total)) if total else 0
+    return DocCoverage(doc_id=doc.id, parser_words=parser, indexed_words=min(indexed, parser))
+
+
+def embed_batch(batch: Batch, chunker: Chunker, embedder: Embedder, schema: Any) -> EmbeddedBatch:
+    """Chunk and embed one batch into rows of the index schema."""
+    import numpy as np
+    import pyarrow as pa
+
+    chunks: list[tuple[Chunk, Document, str]] = []
+    coverage: list[DocCoverage] = []
+    for doc, digest in batch:
+        mine = list(chunker.chunk([doc]))
+        coverage.append(document_coverage(doc, [(c.char_start, c.char_end) for c in mine]))
+        chunks.extend((c, doc, digest) for c in mine)
+    texts = [indexed_text(c) for c, _, _ in chunks]
+    vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32).reshape(len(chunks), embedder.dim)
+    data = pa.Table.from_arrays(
+        [
+            pa.array([c.id for c, _, _ in chunks]),
+            pa.array([c.doc_id for c, _, _ in chunks]),
+            pa.array([h for _, _, h in chunks]),
+            pa.array([c.title for c, _, _ in chunks]),
+            pa.array([c.position for c, _, _ in chunks], pa.int32()),
+            pa.array([c.char_start for c, _, _ in chunks], pa.int32()),
+            pa.array([c.char_end for c, _, _ in chunks], pa.int32()),
+            pa.array([c.text for c, _, _ in chunks]),
+            pa.array([c.section for c, _, _ in chunks]),
+            pa.array(texts),
+            pa.array([json.dumps(d.metadata, sort_keys=True, default=str) for _, d, _ in chunks]),
+            pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), embedder.dim),
+        ],
+        schema=schema,
+    )
+    return EmbeddedBatch(batch, data, coverage)
+
+
+class LocalBatches:
+    """Every batch in this process, in order."""
+
+    def __init__(self, chunker: Chunker, embedder: Embedder, spec: IndexSpec) -> None:
+        self.chunker, self.embedder, self.schema = chunker, embedder, table_schema(spec)
+
+    def map(self, batches: Iterable[Batch]) -> Iterator[EmbeddedBatch]:
+        """Embedded batches, one at a time."""
+        for batch in batches:
+            yield embed_batch(batch, self.chunker, self.embedder, self.schema)
+
+
+class IndexWorker:
+    """Ray actor: an embedder and a chunker built from their names, embedding one batch per call."""
+
+    def __init__(self, embedder: str, chunker: ChunkerConfig, spec: IndexSpec, plugins: list[str]) -> None:
+        from corpus.runtime import quiet_offline_env
+
+        quiet_offline_env()
+        import_plugins(plugins)
+        self.embedder: Embedder = EMBEDDERS.build(EMBEDDERS.spec(embedder), None)
+        if (self.embedder.name, self.embedder.dim) != (spec.embedder, spec.dim):
+            got = f"{self.embedder.name} ({self.embedder.dim})"
+            raise CribsheetError(f"embedder '{embedder}' builds {got} on this worker; the index wants {spec.embedder}")
+        self.chunker = SentenceChunker(chunker, self.embedder.count_tokens)
+        self.schema = table_schema(spec)
+
+    def embed(self, batch: Batch) -> EmbeddedBatch:
+        """Chunk and embed one batch."""
+        return embed_batch(batch, self.chunker, self.embedder, self.schema)
+
+
+class RayBatches:
+    """Batches spread over Ray worker actors; at most two per worker in flight, merged as they finish."""
+
+    def __init__(self, options: RayOptions, embedder: str, chunker: ChunkerConfig, spec: IndexSpec) -> None:
+        self.options, self.embedder, self.chunker, self.spec = options, embedder, chunker, spec
+
+    def map(self, batches: Iterable[Batch]) -> Iterator[EmbeddedBatch]:
+        """Embedded batches in completion order."""
+        with ray_cluster(self.options) as ray:
+            actor = ray.remote(num_cpus=self.options.cpus_per_worker, num_gpus=self.options.gpus_per_worker)
+            plugins = plugin_modules([(EMBEDDERS, self.embedder)])
+            workers = [
+                actor(IndexWorker).remote(self.embedder, self.chunker, self.spec, plugins)
+                for _ in range(self.options.workers)
+            ]
+            try:
+                yield from self._drain(ray, workers, iter(batches))
+            finally:
+                for worker in workers:
+                    ray.kill(worker)
+
+    def _drain(self, ray: Any, workers: list[Any], batches: Iterator[Batch]) -> Iterator[EmbeddedBatch]:
+        pending: dict[Any, Any] = {}
+        free = [w for w in workers for _ in range(2)]
+        while True:
+            while free:
+                batch = next(batches, None)
+                if batch is None:
+                    break
+                worker = free.pop()
+                pending[worker.embed.remote(batch)] = worker
+            if not pending:
+                return
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            free.append(pending.pop(ready[0]))
+            try:
+                yield ray.get(ready[0])
+            except Exception as exc:
+                raise worker_error(exc, "while embedding a batch of documents") from None

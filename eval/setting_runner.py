@@ -1,0 +1,187 @@
+"""One setting's rows: retrieve and rerank (once per question, mode and reranker), compress, lay out,
+generate, judge and probe. The same object runs in the sweep's own process and inside each Ray worker, so a
+sharded sweep computes exactly what a single-process one does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TypeVar
+
+from corpus.models import Hit, Question
+from corpus.retrieve import RetrievalMode
+from eval.batch import generate_setting, reset_and_warm
+from eval.components import Components
+from eval.faithfulness import ClaimChecker
+from eval.generate import WarmReport
+from eval.latency import probe_drafts
+from eval.prompt import PromptLayout, arrange, context_block
+from eval.rows import ClaimRow, SampleRow
+from eval.sample import CompressionPart, RetrievalPart, SampleDraft, SampleKey
+from eval.scoring import judge_drafts, retrieval_scores
+from eval.settings import Setting, SweepConfig, setting_json
+from eval.store import dumps
+
+T = TypeVar("T")
+Progress = Callable[[str, int, int], None]
+"""Callback (stage, done, total) for progress bars."""
+
+
+@dataclass
+class SettingOutput:
+    """What one setting produced: its rows and claim evidence, and the stage times it took."""
+
+    setting: Setting
+    rows: list[SampleRow]
+    claims: list[ClaimRow]
+    stages: dict[str, float] = field(default_factory=dict)
+
+
+def probe_ids(questions: list[Question], n: int) -> set[str]:
+    """The probe sample: the `n` questions with the lowest sha256 of their id (the same in every worker)."""
+    by_hash = sorted(questions, key=lambda q: hashlib.sha256(q.id.encode()).hexdigest())
+    return {q.id for q in by_hash[:n]}
+
+
+@dataclass
+class SettingRunner:
+    """Computes settings one at a time over a fixed question list, with a fixed candidate count."""
+
+    config: SweepConfig
+    comps: Components
+    run_id: str
+    questions: list[Question]
+    n_candidates: int
+    tick: Progress = field(default=lambda stage, done, total: None)
+    stages: dict[str, float] = field(default_factory=dict)
+    candidates: dict[tuple[str, str], list[Hit]] = field(default_factory=dict)
+    ranked: dict[tuple[str, str, str], list[Hit]] = field(default_factory=dict)
+    """(retrieval mode, reranker, question id) -> reranked candidates."""
+    retrieve_s: dict[tuple[str, str], float] = field(default_factory=dict)
+    rerank_s: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    prefix: str = ""
+    layout: PromptLayout | None = None
+    checker: ClaimChecker | None = None
+
+    def timed(self, stage: str, fn: Callable[[], T]) -> T:
+        """Run `fn`, adding its wall time to `stage`."""
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.stages[stage] = self.stages.get(stage, 0.0) + time.perf_counter() - t0
+
+    def warm(self) -> WarmReport:
+        """Cache the stable prompt prefix in the engine (every setting starts from this state)."""
+        self.layout = PromptLayout(getattr(self.comps.generator, "tokenizer", None))
+        self.prefix = self.layout.stable_prefix()
+        self.checker = ClaimChecker(self.comps.embedder)  # one per runner: its embedding cache spans settings
+        return self.timed("warm", lambda: self.comps.generator.warm(self.prefix))
+
+    def compute(self, setting: Setting, index: int = 1, total: int = 1) -> SettingOutput:
+        """Every question of `setting`: rows and claims, not yet stored."""
+        if self.layout is None or self.checker is None:
+            raise RuntimeError("SettingRunner.warm() must run before compute()")
+        before = dict(self.stages)
+        self.timed("retrieve", partial(self.retrieve, setting.retrieval))
+        self.timed("rerank", partial(self.rerank, setting.retrieval, setting.reranker))
+        name, generator, checker = setting.name, self.comps.generator, self.checker
+        stage = f"setting {index}/{total} {name}"
+        self.tick(stage, 0, len(self.questions))  # starts the stage's clock
+        drafts = self.timed(f"compress:{name}", partial(self.prepare, setting, self.layout))
+        # Each setting starts from the same cache state (only the stable prefix warm), so a setting never
+        # profits from passages that an earlier setting happened to leave in the cache.
+        self.timed(f"generate:{name}", partial(generate_setting, drafts, generator, self.prefix))
+        claims = self.timed(f"faithfulness:{name}", partial(judge_drafts, drafts, checker, self.comps.judge))
+        reset_and_warm(generator, self.prefix)
+        probes = probe_ids(self.questions, self.config.probe_questions)
+        self.timed(f"probe:{name}", partial(probe_drafts, drafts, probes, generator))
+        spent = {k: v - before.get(k, 0.0) for k, v in self.stages.items() if v != before.get(k, 0.0)}
+        return SettingOutput(setting, [d.row() for d in drafts], claims, spent)
+
+    def retrieve(self, mode: RetrievalMode) -> None:
+        """`n_candidates` per question for retrieval `mode`, once per runner."""
+        if any((mode, q.id) in self.candidates for q in self.questions[:1]):
+            return
+        for i, q in enumerate(self.questions, start=1):
+            start = time.perf_counter()
+            self.candidates[mode, q.id] = self.comps.retriever.retrieve(q.question, self.n_candidates, mode)
+            self.retrieve_s[mode, q.id] = time.perf_counter() - start
+            self.tick(f"retrieve ({mode})", i, len(self.questions))
+
+    def rerank(self, mode: str, name: str) -> None:
+        """Rerank once per question, mode and reranker; every setting takes a prefix of the same list."""
+        if any((mode, name, q.id) in self.ranked for q in self.questions[:1]):
+            return
+        for i, q in enumerate(self.questions, start=1):
+            start = time.perf_counter()
+            self.ranked[mode, name, q.id] = self.comps.rerankers[name].rerank(q.question, self.candidates[mode, q.id])
+            self.rerank_s[mode, name, q.id] = time.perf_counter() - start
+            self.tick(f"rerank ({name})", i, len(self.questions))
+
+    def prepare(self, setting: Setting, layout: PromptLayout) -> list[SampleDraft]:
+        """Compress and lay out every question of one setting; a failure is a failed sample, never a gap."""
+        compressor = self.comps.compressors[setting.compressor]
+        stored = setting_json(setting, self.config.component_specs(setting))
+        drafts: list[SampleDraft] = []
+        for i, q in enumerate(self.questions, start=1):
+            key = (setting.retrieval, setting.reranker, q.id)
+            hits = self.ranked[key][: setting.top_k]
+            draft = SampleDraft(
+                key=_sample_key(self.run_id, setting, stored, q),
+                retrieval=RetrievalPart(
+                    retrieve_seconds=self.retrieve_s[setting.retrieval, q.id],
+                    rerank_seconds=self.rerank_s[key],
+                    **retrieval_scores(self.ranked[key], q.gold_doc_ids, setting.top_k),
+                ),
+            )
+            drafts.append(draft)
+            try:
+                comp = compressor.compress([h.text for h in hits], q.question, setting.target_ratio)
+            except Exception as exc:  # one bad sample is a failed row, not a lost sweep
+                draft.compression = CompressionPart(context_chunk_ids=dumps([h.chunk_id for h in hits]))
+                draft.fail("compress", exc)
+                continue
+            kept = (
+                comp.kept
+                if comp.kept is not None
+                else (list(range(len(hits))) if len(comp.texts) == len(hits) else None)
+            )
+            order = arrange(len(comp.texts), setting.layout)
+            titles = [hits[kept[j]].heading for j in order] if kept is not None else [""] * len(order)
+            ids = [hits[kept[j]].chunk_id for j in order] if kept is not None else [h.chunk_id for h in hits]
+            context = context_block(titles, [comp.texts[j] for j in order])
+            realized = comp.ratio if comp.tokens_out else None
+            draft.compression = CompressionPart(
+                context_chunk_ids=dumps(ids),
+                context_text=context,
+                context_tokens_in=comp.tokens_in,
+                context_tokens_out=comp.tokens_out,
+                realized_ratio=realized,
+                ratio_gap=(realized - setting.target_ratio) / setting.target_ratio if realized else None,
+                compress_seconds=comp.seconds,
+                compress_calls=comp.calls,
+                compress_cold_seconds=comp.seconds if comp.cold_seconds is None else comp.cold_seconds,
+            )
+            draft.prompt = layout.render(context, q.question)
+            self.tick(f"compress {setting.name}", i, len(self.questions))
+        compressor.flush()  # one LanceDB commit per setting, not one per passage
+        return drafts
+
+
+def _sample_key(run_id: str, setting: Setting, stored: str, q: Question) -> SampleKey:
+    return SampleKey(
+        run_id=run_id,
+        setting_hash=setting.config_hash(),
+        setting_name=setting.name,
+        setting_json=stored,
+        question_id=q.id,
+        question=q.question,
+        answerable=q.answerable,
+        gold_answers=dumps(q.answers),
+        **setting.model_dump(),  # the setting's fields as columns, as in `provenance.setting_rows`
+    )
