@@ -134,7 +134,12 @@ class RayBatches:
     def map(self, batches: Iterable[Batch]) -> Iterator[EmbeddedBatch]:
         """Embedded batches in completion order."""
         with ray_cluster(self.options) as ray:
-            actor = ray.remote(num_cpus=self.options.cpus_per_worker, num_gpus=self.options.gpus_per_worker)
+            actor = ray.remote(
+                num_cpus=self.options.cpus_per_worker,
+                num_gpus=self.options.gpus_per_worker,
+                max_restarts=1,  # a worker that dies is restarted once and its batch retried
+                max_task_retries=2,
+            )
             plugins = plugin_modules([(EMBEDDERS, self.embedder)])
             workers = [
                 actor(IndexWorker).remote(self.embedder, self.chunker, self.spec, plugins)

@@ -77,7 +77,10 @@ def run_on_ray(
     if not todo:
         return None, None
     with ray_cluster(options) as ray:
-        actor = ray.remote(num_cpus=options.cpus_per_worker, num_gpus=options.gpus_per_worker)(SettingWorker)
+        # A worker that dies (out of memory, a lost node) is restarted once and its setting retried.
+        actor = ray.remote(
+            num_cpus=options.cpus_per_worker, num_gpus=options.gpus_per_worker, max_restarts=1, max_task_retries=2
+        )(SettingWorker)
         plugins = sweep_plugins(config, todo)
         workers = [
             actor.remote(config, run_id, questions, n_candidates, todo, plugins)

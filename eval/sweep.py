@@ -5,7 +5,9 @@ after a crash, reusing earlier runs' settings, computed here or on Ray workers.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from corpus.cluster import RayOptions
@@ -21,6 +23,9 @@ from eval.resume import claim_run, reuse_settings
 from eval.setting_runner import Progress, SettingOutput, SettingRunner
 from eval.settings import Setting, SweepConfig
 from eval.store import DuckDBStore, dumps
+
+SettingWrap = Callable[[Setting, str, Callable[[], SettingOutput]], SettingOutput]
+"""Runs one setting's computation: (setting, run key, compute) -> its output (e.g. as a Prefect task)."""
 
 
 @dataclass
@@ -57,12 +62,14 @@ def run_sweep(
     resume: bool = True,
     reuse: bool = True,
     ray: RayOptions | None = None,
+    wrap: SettingWrap | None = None,
 ) -> SweepResult:
     """Run every setting of the grid over the question set and store one row per question × setting. An
     unfinished run over the same inputs (same fingerprint) is resumed: its finished settings are kept; a
     setting an earlier run computed over the same inputs is copied from it (`reuse`). With `ray`, settings
     are computed on Ray workers, each holding its own engine; this process only retrieves the index version
-    and writes the rows (the store's single writer).
+    and writes the rows (the store's single writer). `wrap` runs each setting's computation (the flows make it
+    one Prefect task per setting, with retries).
     """
     tick = progress or (lambda stage, done, total: None)
     stages: dict[str, float] = {}
@@ -89,7 +96,7 @@ def run_sweep(
             sweep = _Sweep(config, comps, store, run_id, questions, stages, tick)
             sweep.done, sweep.resumed = claim.done, claim.resumed
             sweep.reuse_key = row.reuse_key if reuse else None
-            sweep.ray, sweep.index_version = (ray if on_ray else None), index_version
+            sweep.ray, sweep.index_version, sweep.wrap = (ray if on_ray else None), index_version, wrap
             return sweep.run(settings)
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"[:2000]
@@ -121,6 +128,7 @@ class _Sweep:
     """Compute settings on Ray workers (each with its own engine) instead of in this process."""
     index_version: int | None = None
     """The index version this run reads (Ray workers are pinned to it)."""
+    wrap: SettingWrap | None = None
 
     def run(self, settings: list[Setting]) -> SweepResult:
         """Every setting, one transaction each; then the run's summary."""
@@ -157,7 +165,8 @@ class _Sweep:
             runner = SettingRunner(self.config, self.comps, self.run_id, self.questions, n_candidates, self.tick)
             warm = runner.warm()
             for index, setting in enumerate(todo, start=1):
-                write(runner.compute(setting, index, len(todo)))
+                compute = partial(runner.compute, setting, index, len(todo))
+                write(self.wrap(setting, self.reuse_key or self.run_id, compute) if self.wrap else compute())
             self.stages["warm"] = self.stages.get("warm", 0.0) + runner.stages.get("warm", 0.0)
         probes = self.store.probe_points(self.run_id)  # a resumed run's earlier settings count too
         fit = fit_prefill(probes)

@@ -6,10 +6,12 @@ in `prefect.yaml` and `cribsheet <command> --config FILE` are driven by the same
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from prefect import State, flow, task
+from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel
 
 from corpus.bundled import CORPUS_FILE, DEMO_FILE, build_bundled
@@ -21,7 +23,8 @@ from corpus.index import IndexConfig, IndexReport, sync_index
 from corpus.runtime import quiet_offline_env
 from corpus.sources import SkipLog, SourceConfig, extractor_versions, iter_documents
 from eval.gate import GateDecision, GateRequest, run_gate
-from eval.settings import SweepConfig
+from eval.setting_runner import SettingOutput
+from eval.settings import Setting, SweepConfig
 from eval.sweep import SweepResult, run_sweep
 from flows.artifacts import gate_state, publish_gate, publish_leaderboard
 from flows.config import load_config
@@ -65,6 +68,26 @@ def index_task(config: IndexConfig, ray: RayOptions | None = None) -> IndexRepor
     )
 
 
+@task(
+    name="compute-setting",
+    task_run_name="{setting.name}",
+    retries=2,
+    retry_delay_seconds=5,
+    cache_policy=NO_CACHE,  # the store is the cache: finished settings are kept or reused by key
+)
+def setting_task(setting: Setting, run_key: str, compute: Callable[[], SettingOutput]) -> SettingOutput:
+    """One setting of a sweep (compress, generate, judge, probe); retried on a transient failure. Nothing is
+    written here, so a retry starts clean; `run_key` (the run's reuse key) and the setting hash identify it.
+    """
+    return compute()
+
+
+def _setting_in_task(setting: Setting, run_key: str, compute: Callable[[], SettingOutput]) -> SettingOutput:
+    return setting_task.with_options(tags=[f"setting:{setting.config_hash()}", f"run:{run_key}"])(
+        setting, run_key, compute
+    )
+
+
 @task(name="sweep")
 def sweep_task(
     config: SweepConfig, resume: bool = True, reuse: bool = True, ray: RayOptions | None = None
@@ -73,7 +96,7 @@ def sweep_task(
     with `ray`, settings are computed on Ray workers, one engine each.
     """
     quiet_offline_env()
-    return run_sweep(config, progress=report, resume=resume, reuse=reuse, ray=ray)
+    return run_sweep(config, progress=report, resume=resume, reuse=reuse, ray=ray, wrap=_setting_in_task)
 
 
 @task(name="gate")

@@ -162,3 +162,46 @@ def test_without_a_terminal_every_stage_logs_one_line_with_count_and_seconds() -
     # With no reporter installed (a worker-run deployment), ticks go to the line logger.
     set_reporter(None)
     report("stage", 1, 1)  # must not raise outside a flow run
+
+
+def test_each_setting_of_a_flow_sweep_is_one_prefect_task_run(swept: tuple[Path, str]) -> None:
+    import duckdb
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterTags
+
+    path, run_id = swept
+    with duckdb.connect(str(path), read_only=True) as con:
+        (key,) = con.execute("SELECT reuse_key FROM runs WHERE run_id = ?", [run_id]).fetchone() or (None,)
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(task_run_filter=TaskRunFilter(tags=TaskRunFilterTags(all_=[f"run:{key}"])))
+    assert sorted(r.name for r in runs) == [
+        "halving-2x-k1-hybrid-dense",
+        "halving-2x-k3-hybrid-dense",
+        "none-k1-hybrid-dense",
+        "none-k3-hybrid-dense",
+    ]
+    assert all(r.state is not None and r.state.is_completed() for r in runs)
+
+
+def test_a_setting_that_fails_transiently_is_retried_and_stored_once(tmp_path: Path) -> None:
+    from prefect import flow
+
+    from eval.setting_runner import SettingOutput
+    from eval.settings import Setting
+    from flows.pipeline import setting_task
+
+    calls: list[int] = []
+    setting = Setting(top_k=1, reranker="dense", retrieval="hybrid", layout="ranked", compressor="none")
+
+    def flaky() -> SettingOutput:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionError("engine hiccup")
+        return SettingOutput(setting, [], [])
+
+    @flow
+    def one_setting() -> SettingOutput:
+        return setting_task.with_options(retry_delay_seconds=0)(setting, "key", flaky)
+
+    out = one_setting()
+    assert len(calls) == 2 and out.setting == setting
