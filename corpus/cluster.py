@@ -45,7 +45,17 @@ def plugin_modules(registries: Iterable[tuple[Registry[Any, Any], str]]) -> list
 def import_plugins(modules: Iterable[str]) -> None:
     """Import each module (inside a worker: registers the components it defines)."""
     for module in modules:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise CribsheetError(f"plugin module '{module}' does not import: {exc}") from None
+
+
+def env_plugins() -> list[str]:
+    """Modules named in `CRIBSHEET_PLUGINS` (comma-separated): components registered outside cribsheet, for
+    processes started by others (a Prefect worker's flow runs).
+    """
+    return [m.strip() for m in os.environ.get("CRIBSHEET_PLUGINS", "").split(",") if m.strip()]
 
 
 @contextmanager

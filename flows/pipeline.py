@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from corpus.bundled import CORPUS_FILE, DEMO_FILE, build_bundled
 from corpus.chunk import SentenceChunker
-from corpus.cluster import RayOptions
+from corpus.cluster import RayOptions, env_plugins, import_plugins
 from corpus.embed import build_embedder
 from corpus.errors import CribsheetError
 from corpus.index import IndexConfig, IndexReport, sync_index
@@ -31,6 +31,7 @@ from flows.config import load_config
 from flows.progress import report
 
 M = TypeVar("M", bound=BaseModel)
+import_plugins(env_plugins())  # components registered outside cribsheet, for flow runs a worker starts
 
 
 def _config(model: type[M], config: M | None, config_file: Path | None) -> M:
