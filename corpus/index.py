@@ -155,7 +155,11 @@ def _sync(
 
     for done in pool.map(batches()):
         coverage.extend(done.coverage)
-        counts["chunks_written"] += _merge(table, done, existing)
+        if full:  # a fresh table: nothing to match, a plain append (a merge would scan every earlier batch)
+            table.add(done.data)
+            counts["chunks_written"] += done.data.num_rows
+        else:
+            counts["chunks_written"] += _merge(table, done, existing)
     gone = sorted(set(existing) - seen)
     for i in range(0, len(gone), 500):
         table.delete(f"doc_id IN ({_sql_list(gone[i : i + 500])})")
