@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from eval.citations import CITED_SCHEMA, citation_part
 from eval.generate import Generator
 from eval.sample import GenerationPart, SampleDraft
 from eval.scoring import score_answer
@@ -13,12 +14,15 @@ def reset_and_warm(generator: Generator, prefix: str) -> None:
     generator.warm(prefix)
 
 
-def generate_setting(drafts: list[SampleDraft], generator: Generator, prefix: str) -> None:
-    """One engine batch for the setting, from a cache holding only the stable prefix; answers are scored."""
+def generate_setting(drafts: list[SampleDraft], generator: Generator, prefix: str, cited: bool = False) -> None:
+    """One engine batch for the setting, from a cache holding only the stable prefix; answers are scored.
+    `cited`: answers are held to the `{answer, citations}` schema and their citations scored.
+    """
     reset_and_warm(generator, prefix)
     waiting = [d for d in drafts if d.prompt is not None and d.error is None]
     try:
-        gens = generator.generate([d.prompt or "" for d in waiting])
+        prompts = [d.prompt or "" for d in waiting]
+        gens = generator.generate(prompts, CITED_SCHEMA) if cited else generator.generate(prompts)
         if len(gens) != len(waiting):
             raise RuntimeError(f"generator returned {len(gens)} outputs for {len(waiting)} prompts")
     except Exception as exc:
@@ -26,8 +30,11 @@ def generate_setting(drafts: list[SampleDraft], generator: Generator, prefix: st
             d.fail("generate", exc)
         return
     for d, gen in zip(waiting, gens, strict=True):
+        answer = gen.text
+        if cited:
+            answer, d.citation = citation_part(gen.text, d.passage_docs or [], d.gold_docs or [])
         d.generation = GenerationPart(
-            answer=gen.text, prompt_tokens=gen.prompt_tokens, cached_tokens=gen.cached_tokens, ttft_s=gen.ttft_s
+            answer=answer, prompt_tokens=gen.prompt_tokens, cached_tokens=gen.cached_tokens, ttft_s=gen.ttft_s
         )
         context = d.compression.context_text if d.compression else None
-        d.scores = score_answer(gen.text, context or "", d.key.gold_answers)
+        d.scores = score_answer(answer, context or "", d.key.gold_answers)

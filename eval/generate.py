@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,7 +21,8 @@ class VLLMConfig(BaseModel):
     model: str | None = None
     """Hugging Face folder or hub id; None = the bundled SmolLM2-135M-Instruct (converted once)."""
     dtype: str = "bfloat16"
-    max_model_len: int = 4096
+    max_model_len: int = Field(default=4096, ge=64)
+    """Engine knob: longest prompt + answer in tokens (the KV cache is sized for it)."""
     block_size: int | None = 32
     """KV block size; the prefix cache hits whole blocks only (CPU needs a multiple of 32)."""
     enforce_eager: bool = True
@@ -32,6 +33,12 @@ class VLLMConfig(BaseModel):
     max_tokens: int = 48
     temperature: float = 0.0
     seed: int = 0
+    enable_chunked_prefill: bool | None = None
+    """Engine knob: split long prefills into chunks scheduled with decodes (None = the engine's default)."""
+    max_num_batched_tokens: int | None = Field(default=None, ge=16)
+    """Engine knob: tokens per scheduler step (the prefill chunk size with chunked prefill; None = default)."""
+    kv_cache_dtype: Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"] = "auto"
+    """Engine knob: KV-cache precision (fp8 halves its memory; on CPU only some kernels support it)."""
     probe_tokens: int = Field(default=8, ge=1)
     """Tokens a serial latency probe generates: TTFT needs only the first; the others time a short decode
     (`probe_decode_s`). Fewer than `max_tokens` keeps 30 probes per setting affordable on a CPU."""
@@ -83,8 +90,10 @@ class Generator(Protocol):
 
     name: str
 
-    def generate(self, prompts: Sequence[str]) -> list[Generation]:
-        """One batch: an answer with token counts and TTFT per prompt, in order."""
+    def generate(self, prompts: Sequence[str], json_schema: dict[str, Any] | None = None) -> list[Generation]:
+        """One batch: an answer with token counts and TTFT per prompt, in order; with `json_schema`, every
+        answer is held to it (the engine's structured output).
+        """
         ...
 
     def warm(self, prefix: str) -> WarmReport:
@@ -154,6 +163,12 @@ class VLLMGenerator:
         )
         if config.block_size is not None:
             kwargs["block_size"] = config.block_size
+        if config.enable_chunked_prefill is not None:
+            kwargs["enable_chunked_prefill"] = config.enable_chunked_prefill
+        if config.max_num_batched_tokens is not None:
+            kwargs["max_num_batched_tokens"] = config.max_num_batched_tokens
+        if config.kv_cache_dtype != "auto":
+            kwargs["kv_cache_dtype"] = config.kv_cache_dtype
         self.llm = LLM(**kwargs)
         self.config_dtype = config.dtype
         self.tokenizer = self.llm.get_tokenizer()
@@ -179,9 +194,15 @@ class VLLMGenerator:
         value = getattr(metrics, "first_token_latency", None) if metrics is not None else None
         return float(value) if value is not None and value > 0 else None
 
-    def generate(self, prompts: Sequence[str]) -> list[Generation]:
-        """One engine batch with the sweep's sampling parameters."""
-        outs = self.llm.generate(list(prompts), self.sampling, use_tqdm=True)
+    def generate(self, prompts: Sequence[str], json_schema: dict[str, Any] | None = None) -> list[Generation]:
+        """One engine batch with the sweep's sampling parameters (held to `json_schema` when given)."""
+        params = self.sampling
+        if json_schema is not None:
+            from vllm.sampling_params import StructuredOutputsParams
+
+            params = self.sampling.clone()
+            params.structured_outputs = StructuredOutputsParams(json=json_schema)
+        outs = self.llm.generate(list(prompts), params, use_tqdm=True)
         return [
             Generation(
                 text=o.outputs[0].text.strip(),

@@ -33,11 +33,14 @@ class PromptLayout:
             "\n\nReference documents (always available):\n" + "\n\n".join(pinned) if pinned else ""
         )
 
-    def render(self, context: str, question: str) -> str:
-        """[system prefix][context][question] through the chat template."""
+    def render(self, context: str, question: str, instruction: str = "") -> str:
+        """[system prefix][context][question][instruction] through the chat template (an output format's
+        instruction goes last, so the stable prefix is the same for every format).
+        """
+        tail = f"\n\n{instruction}" if instruction else ""
         messages = [
             {"role": "system", "content": self.system_prefix},
-            {"role": "user", "content": f"Passages:\n{context}\n\nQuestion: {question}"},
+            {"role": "user", "content": f"Passages:\n{context}\n\nQuestion: {question}{tail}"},
         ]
         return str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 

@@ -157,6 +157,22 @@ class SampleRow(Row):
     reused_from_run: str | None = None
     """The run this row was copied from because its inputs were unchanged (same reuse key and setting);
     NULL when computed in this run. Its latency columns are that run's measurements."""
+    output: str | None = None
+    """text | cited-json: the setting's answer format."""
+    answer_cache: float | None = None
+    """The setting's semantic answer cache threshold (NULL: no cache)."""
+    schema_valid: bool | None = None
+    """cited-json: the output parsed as `{answer, citations}` with every citation a passage of the prompt."""
+    citations: str | None = None
+    """cited-json: JSON list of the cited passage numbers (1-based, prompt order)."""
+    citation_precision: float | None = None
+    """cited-json: cited passages from a gold document / cited passages (NULL: none cited or no gold)."""
+    citation_recall: float | None = None
+    """cited-json: gold documents cited / gold documents in the context (NULL: none in the context)."""
+    cache_hit_of: str | None = None
+    """Answer cache hit: the earlier question whose answer was reused (NULL: answered by the engine)."""
+    cache_similarity: float | None = None
+    """Answer cache hit: cosine similarity to that question."""
 
 
 class SettingRow(Row):
@@ -172,6 +188,10 @@ class SettingRow(Row):
     compressor: str
     target_ratio: float
     layout: str
+    output: str | None = None
+    """text | cited-json."""
+    answer_cache: float | None = None
+    """Semantic answer cache threshold (NULL: off)."""
 
 
 class QuestionRow(Row):

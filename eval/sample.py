@@ -36,6 +36,8 @@ class SampleKey(Part):
     target_ratio: float
     retrieval: str
     layout: str
+    output: str = "text"
+    answer_cache: float | None = None
 
 
 class RetrievalPart(Part):
@@ -105,6 +107,22 @@ class ProbePart(Part):
     e2e_paid_s: float | None = None
 
 
+class CitationPart(Part):
+    """A cited-json answer: whether it followed the schema, its citations and how right they are."""
+
+    schema_valid: bool | None = None
+    citations: str | None = None
+    citation_precision: float | None = None
+    citation_recall: float | None = None
+
+
+class CachePart(Part):
+    """A semantic answer cache hit: whose answer was reused, at what similarity."""
+
+    cache_hit_of: str | None = None
+    cache_similarity: float | None = None
+
+
 @dataclass(slots=True)
 class SampleDraft:
     """One sample while the sweep works on it; `row()` assembles the stored row once at the end."""
@@ -118,6 +136,12 @@ class SampleDraft:
     scores: AnswerScores | None = None
     judgment: JudgmentPart | None = None
     probe: ProbePart | None = None
+    citation: CitationPart | None = None
+    cache: CachePart | None = None
+    passage_docs: list[str] | None = None
+    """Document id of each passage in prompt order (for citations; not stored)."""
+    gold_docs: list[str] | None = None
+    """The question's gold document ids (for citations; stored with the question)."""
     error: str | None = None
     """First failure of this sample, as `stage: message`; a failed sample is a row, never a gap."""
 
@@ -136,7 +160,15 @@ class SampleDraft:
         if self.error is None and self.generation is None:
             raise RuntimeError(f"sample {self.key.question_id} of {self.key.setting_name} was never generated")
         values = self.key.model_dump() | self.retrieval.model_dump()
-        for part in (self.compression, self.generation, self.scores, self.judgment, self.probe):
+        for part in (
+            self.compression,
+            self.generation,
+            self.scores,
+            self.judgment,
+            self.probe,
+            self.citation,
+            self.cache,
+        ):
             if part is not None:
                 values |= part.model_dump()
         values |= {"status": "failed" if self.error else "ok", "error": self.error}

@@ -14,7 +14,9 @@ from typing import TypeVar
 
 from corpus.models import Hit, Question
 from corpus.retrieve import RetrievalMode
+from eval.answer_cache import CacheHit, cache_hits, serve_hits
 from eval.batch import generate_setting, reset_and_warm
+from eval.citations import CITED_INSTRUCTION
 from eval.components import Components
 from eval.faithfulness import ClaimChecker
 from eval.generate import WarmReport
@@ -92,16 +94,26 @@ class SettingRunner:
         name, generator, checker = setting.name, self.comps.generator, self.checker
         stage = f"setting {index}/{total} {name}"
         self.tick(stage, 0, len(self.questions))  # starts the stage's clock
-        drafts = self.timed(f"compress:{name}", partial(self.prepare, setting, self.layout))
+        hits = self.timed(f"answer_cache:{name}", partial(self.cache_hits, setting.answer_cache))
+        drafts = self.timed(f"compress:{name}", partial(self.prepare, setting, self.layout, hits))
         # Each setting starts from the same cache state (only the stable prefix warm), so a setting never
         # profits from passages that an earlier setting happened to leave in the cache.
-        self.timed(f"generate:{name}", partial(generate_setting, drafts, generator, self.prefix))
+        cited = setting.output == "cited-json"
+        self.timed(f"generate:{name}", partial(generate_setting, drafts, generator, self.prefix, cited))
+        serve_hits(drafts, hits)
         claims = self.timed(f"faithfulness:{name}", partial(judge_drafts, drafts, checker, self.comps.judge))
         reset_and_warm(generator, self.prefix)
         probes = probe_ids(self.questions, self.config.probe_questions)
         self.timed(f"probe:{name}", partial(probe_drafts, drafts, probes, generator))
         spent = {k: v - before.get(k, 0.0) for k, v in self.stages.items() if v != before.get(k, 0.0)}
         return SettingOutput(setting, [d.row() for d in drafts], claims, spent)
+
+    def cache_hits(self, threshold: float | None) -> dict[str, CacheHit]:
+        """Questions the semantic answer cache serves at `threshold` (none when the cache is off)."""
+        if threshold is None:
+            return {}
+        embed = self.comps.embedder.embed_query
+        return cache_hits([q.id for q in self.questions], lambda i: embed(self.questions[i].question), threshold)
 
     def retrieve(self, mode: RetrievalMode) -> None:
         """`n_candidates` per question for retrieval `mode`, once per runner."""
@@ -123,12 +135,20 @@ class SettingRunner:
             self.rerank_s[mode, name, q.id] = time.perf_counter() - start
             self.tick(f"rerank ({name})", i, len(self.questions))
 
-    def prepare(self, setting: Setting, layout: PromptLayout) -> list[SampleDraft]:
-        """Compress and lay out every question of one setting; a failure is a failed sample, never a gap."""
+    def prepare(
+        self, setting: Setting, layout: PromptLayout, served: dict[str, CacheHit] | None = None
+    ) -> list[SampleDraft]:
+        """Compress and lay out every question of one setting (answer cache hits skip it); a failure is a
+        failed sample, never a gap.
+        """
         compressor = self.comps.compressors[setting.compressor]
         stored = setting_json(setting, self.config.component_specs(setting))
         drafts: list[SampleDraft] = []
+        instruction = CITED_INSTRUCTION if setting.output == "cited-json" else ""
         for i, q in enumerate(self.questions, start=1):
+            if served and q.id in served:  # answered from the cache: no retrieval, compression or prompt
+                drafts.append(SampleDraft(key=_sample_key(self.run_id, setting, stored, q), retrieval=RetrievalPart()))
+                continue
             key = (setting.retrieval, setting.reranker, q.id)
             hits = self.ranked[key][: setting.top_k]
             draft = SampleDraft(
@@ -155,6 +175,8 @@ class SettingRunner:
             titles = [hits[kept[j]].heading for j in order] if kept is not None else [""] * len(order)
             ids = [hits[kept[j]].chunk_id for j in order] if kept is not None else [h.chunk_id for h in hits]
             context = context_block(titles, [comp.texts[j] for j in order])
+            draft.passage_docs = [hits[kept[j]].doc_id for j in order] if kept is not None else []
+            draft.gold_docs = list(q.gold_doc_ids)
             realized = comp.ratio if comp.tokens_out else None
             draft.compression = CompressionPart(
                 context_chunk_ids=dumps(ids),
@@ -167,7 +189,7 @@ class SettingRunner:
                 compress_calls=comp.calls,
                 compress_cold_seconds=comp.seconds if comp.cold_seconds is None else comp.cold_seconds,
             )
-            draft.prompt = layout.render(context, q.question)
+            draft.prompt = layout.render(context, q.question, instruction)
             self.tick(f"compress {setting.name}", i, len(self.questions))
         compressor.flush()  # one LanceDB commit per setting, not one per passage
         return drafts

@@ -10,7 +10,7 @@ import hashlib
 import itertools
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -38,6 +38,10 @@ def stable_hash(model: BaseModel, length: int = 16) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:length]
 
 
+OutputMode = Literal["text", "cited-json"]
+_LATER_LEVERS = ("output", "answer_cache")
+
+
 class Setting(BaseModel):
     """One point of the grid: how the crib sheet for a question is built."""
 
@@ -56,6 +60,11 @@ class Setting(BaseModel):
     (query-aware)."""
     target_ratio: float = Field(default=1.0, ge=1.0)
     """Requested compression ratio tokens_in / tokens_out (1.0 = no compression)."""
+    output: OutputMode = "text"
+    """Answer format: free text, or JSON `{answer, citations}` by the engine's structured output."""
+    answer_cache: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Semantic answer cache: a question whose embedding is at least this cosine-similar to an earlier
+    answered question of the setting reuses that answer (no retrieval, compression or generation); None = off."""
 
     @field_validator("reranker")
     @classmethod
@@ -82,11 +91,20 @@ class Setting(BaseModel):
         """Readable unique name, e.g. `llmlingua-4x-k8`."""
         comp = "none" if self.compressor == "none" else f"{self.compressor}-{self.target_ratio:g}x"
         name = f"{comp}-k{self.top_k}-{self.retrieval}-{self.reranker}"
-        return name if self.layout == "ranked" else f"{name}-{self.layout}"
+        name = name if self.layout == "ranked" else f"{name}-{self.layout}"
+        name = name if self.output == "text" else f"{name}-cited"
+        return name if self.answer_cache is None else f"{name}-cache{self.answer_cache:g}"
 
     def config_hash(self) -> str:
-        """Stable hash of this setting."""
-        return stable_hash(self)
+        """Stable hash of this setting; the levers added later count only when not at their default, so the
+        hash of every earlier setting is unchanged.
+        """
+        payload = self.model_dump(mode="json")
+        for key in _LATER_LEVERS:
+            if payload[key] is None or payload[key] == "text":
+                payload.pop(key)
+        raw = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
 class CompressionSpec(BaseModel):
@@ -128,6 +146,12 @@ class GridConfig(BaseModel):
     layouts: list[Literal["ranked", "edges"]] = Field(
         default_factory=lambda: list[Literal["ranked", "edges"]](["ranked"])
     )
+    outputs: list[OutputMode] = Field(default_factory=lambda: list[OutputMode](["text"]))
+    """Answer formats: text, cited-json."""
+    answer_caches: list[Annotated[float, Field(ge=0.0, le=1.0)] | None] = Field(
+        default_factory=lambda: list[float | None]([None])
+    )
+    """Semantic answer cache thresholds (cosine similarity in [0, 1]); None = off."""
     """Passage orders in the prompt."""
 
     @field_validator("rerankers")
@@ -140,9 +164,24 @@ class GridConfig(BaseModel):
     def expand(self) -> list[Setting]:
         """Every setting of the grid, in a stable order."""
         return [
-            Setting(top_k=k, reranker=r, retrieval=m, layout=lay, compressor=c.compressor, target_ratio=c.target_ratio)
-            for c, k, m, r, lay in itertools.product(
-                self.compressions, self.top_ks, self.retrievals, self.rerankers, self.layouts
+            Setting(
+                top_k=k,
+                reranker=r,
+                retrieval=m,
+                layout=lay,
+                compressor=c.compressor,
+                target_ratio=c.target_ratio,
+                output=out,
+                answer_cache=cache,
+            )
+            for c, k, m, r, lay, out, cache in itertools.product(
+                self.compressions,
+                self.top_ks,
+                self.retrievals,
+                self.rerankers,
+                self.layouts,
+                self.outputs,
+                self.answer_caches,
             )
         ]
 

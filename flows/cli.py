@@ -23,6 +23,7 @@ from flows.app import (
     prepare_environment,
     ray_options,
 )
+from flows.options import engine_knobs, judge_overrides, parse_answer_cache, parse_compression, suffix_pair
 from flows.terminal import (
     engine_log,
     err,
@@ -75,7 +76,7 @@ def index(
         title_field=title_field,
         metadata_fields=metadata_field,
         max_file_bytes=max_file_bytes,
-        extensions=dict(_suffix_pair(e) for e in extension),
+        extensions=dict(suffix_pair(e) for e in extension),
     )
     for key, value in (
         ("source", source),
@@ -115,21 +116,6 @@ def index(
     show_path(rep.path)
 
 
-def _suffix_pair(spec: str) -> tuple[str, str]:
-    suffix, sep, name = spec.partition("=")
-    if not sep or not suffix.startswith(".") or not name:
-        raise typer.BadParameter(f"'{spec}': expected SUFFIX=EXTRACTOR, e.g. .txt=rst")
-    return suffix.lower(), name
-
-
-def _parse_compression(spec: str) -> dict[str, Any]:
-    name, _, ratio = spec.partition(":")
-    try:
-        return {"compressor": name, "target_ratio": float(ratio) if ratio else 1.0}
-    except ValueError:
-        raise typer.BadParameter(f"'{spec}': expected NAME or NAME:RATIO, e.g. llmlingua:4") from None
-
-
 @app.command()
 def sweep(
     config_file: ConfigOption = None,
@@ -147,12 +133,22 @@ def sweep(
         list[str], typer.Option(help="dense | query-likelihood | none | cross-encoder:PATH; repeat [dense].")
     ] = [],  # noqa: B006
     layout: Annotated[list[str], typer.Option(help="ranked | edges; repeat [ranked].")] = [],  # noqa: B006
+    output: Annotated[list[str], typer.Option(help="text | cited-json (answer + passage citations); repeat.")] = [],  # noqa: B006
+    answer_cache: Annotated[
+        list[str], typer.Option(help="off | cosine threshold in [0, 1]: semantic answer cache; repeat [off].")
+    ] = [],  # noqa: B006
     retrieve_n: Annotated[int | None, typer.Option(help="Candidates retrieved per question [20].")] = None,
     probe_questions: Annotated[
         int | None, typer.Option(help="Questions also run alone per setting (latency truth) [30].")
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
     generator_model: Annotated[str | None, typer.Option(help="HF folder or hub id (default: bundled SmolLM2).")] = None,
+    engine: Annotated[
+        list[str],
+        typer.Option(
+            help="Engine knob KEY=VALUE: enable_chunked_prefill, max_num_batched_tokens, kv_cache_dtype, max_model_len."
+        ),
+    ] = [],  # noqa: B006
     compressor_model: Annotated[str | None, typer.Option(help="Compressor LM (default: bundled SmolLM2).")] = None,
     judge_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of a judge model (ragas).")] = None,
     judge_model: Annotated[str | None, typer.Option(help="Judge model name at --judge-url.")] = None,
@@ -175,11 +171,13 @@ def sweep(
     from flows.pipeline import sweep_flow
 
     grid = given(
-        compressions=[_parse_compression(c) for c in compression],
+        compressions=[parse_compression(c) for c in compression],
         top_ks=top_k,
         retrievals=retrieval,
         rerankers=reranker,
         layouts=layout,
+        outputs=output,
+        answer_caches=[parse_answer_cache(a) for a in answer_cache],
     )
     overrides: dict[str, Any] = given(
         index_path=index_path,
@@ -191,9 +189,9 @@ def sweep(
     )
     for key, value in (
         ("grid", grid),
-        ("generator", given(model=generator_model)),
+        ("generator", given(model=generator_model) | engine_knobs(engine)),
         ("compressor", given(model=compressor_model)),
-        ("judge", _judge_overrides(judge, judge_url, judge_model)),
+        ("judge", judge_overrides(judge, judge_url, judge_model)),
     ):
         if value:
             overrides[key] = value
@@ -214,18 +212,6 @@ def sweep(
     print_leaderboard(result.leaderboard, f"run {result.run_id}")
     err.print(f"engine log: {log}", highlight=False)
     show_path(config.store_path)
-
-
-def _judge_overrides(ref: str | None, url: str | None, model: str | None) -> dict[str, Any]:
-    """`--judge vllm:MODEL` (served here) or `--judge-url/--judge-model` (an endpoint), not both."""
-    from flows.config import given
-
-    if ref is None:
-        return given(base_url=url, model=model)
-    if url or model:
-        fail("--judge serves a model itself; drop --judge-url/--judge-model, or drop --judge")
-    name, _, served = ref.partition(":")
-    return given(name=name, model=served or None)
 
 
 @app.command()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -72,7 +74,7 @@ class ExtractingGenerator:
             output_tokens=3,
         )
 
-    def generate(self, prompts: Sequence[str]) -> list[Generation]:
+    def generate(self, prompts: Sequence[str], json_schema: dict[str, Any] | None = None) -> list[Generation]:
         if self.fail:
             raise RuntimeError("engine died")
         self.batches.append(list(prompts))
@@ -80,9 +82,12 @@ class ExtractingGenerator:
         for p in prompts:
             m = re.search(r"\[1\] (?:[^:\n]+: )?([^.\n]*)", p)
             cached = count_words(self.prefix) if p.startswith(self.prefix) else 0
+            text = m.group(1) if m else "I don't know"
+            if json_schema is not None:  # cites the passage it answered from
+                text = json.dumps({"answer": text, "citations": [1] if m else []})
             outs.append(
                 Generation(
-                    text=m.group(1) if m else "I don't know",
+                    text=text,
                     prompt_tokens=count_words(p),
                     cached_tokens=cached,
                     ttft_s=0.001 * count_words(p),

@@ -1,0 +1,68 @@
+"""Cited structured answers (lever 5): the JSON schema the engine is held to, its parsing, and how well the
+citations point at the gold documents.
+
+Citation precision: cited passages whose document is a gold document / cited passages. Citation recall:
+gold documents cited / gold documents present in the context (what could have been cited). Both are NULL
+when undefined (no valid citations; no gold document in the context).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from eval.sample import CitationPart
+
+CITED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "answer": {"type": "string"},
+        "citations": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+    },
+    "required": ["answer", "citations"],
+    "additionalProperties": False,
+}
+"""`{answer, citations: [passage numbers]}`."""
+
+CITED_INSTRUCTION = (
+    'Reply with JSON only: {"answer": "<the shortest answer, or I don\'t know>", '
+    '"citations": [<numbers of the passages that state it>]}.'
+)
+"""Appended after the question (the stable prefix stays shared with text settings)."""
+
+
+def parse_cited(text: str) -> tuple[str | None, list[int] | None]:
+    """The answer and the cited passage numbers, or (None, None) when `text` does not follow the schema."""
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        return None, None
+    if not isinstance(value, dict) or set(value) != {"answer", "citations"}:
+        return None, None
+    answer, cites = value["answer"], value["citations"]
+    if not isinstance(answer, str) or not isinstance(cites, list):
+        return None, None
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in cites):
+        return None, None
+    return answer, cites
+
+
+def citation_part(text: str, passage_docs: Sequence[str], gold_doc_ids: Sequence[str]) -> tuple[str, CitationPart]:
+    """The answer to score (the JSON's answer, or the raw text when invalid) and the citation columns."""
+    answer, cites = parse_cited(text)
+    if answer is None or cites is None:
+        return text, CitationPart(schema_valid=False)
+    in_range = [c for c in dict.fromkeys(cites) if c <= len(passage_docs)]
+    cited_docs = [passage_docs[c - 1] for c in in_range]
+    gold = set(gold_doc_ids)
+    present = gold & set(passage_docs)
+    precision = sum(d in gold for d in cited_docs) / len(in_range) if in_range and gold else None
+    recall = len(present & set(cited_docs)) / len(present) if present else None
+    part = CitationPart(
+        schema_valid=len(in_range) == len(cites),
+        citations=json.dumps(cites),
+        citation_precision=precision,
+        citation_recall=recall,
+    )
+    return answer, part

@@ -1,0 +1,111 @@
+"""Levers 4 and 5: the semantic answer cache and cited structured answers, with fakes and case tables."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from eval.answer_cache import cache_hits
+from eval.citations import citation_part, parse_cited
+from eval.settings import CompressionSpec, GridConfig, Setting
+from eval.sweep import run_sweep
+from tests.conftest import TINY_QUESTIONS, write_jsonl
+from tests.helpers import SweepSetup
+
+PARSE_CASES = [
+    ('{"answer": "Asia", "citations": [2]}', ("Asia", [2])),
+    ('{"answer": "Asia", "citations": []}', ("Asia", [])),
+    ('{"answer": "Asia"}', (None, None)),  # citations missing
+    ('{"answer": "Asia", "citations": [0]}', (None, None)),  # passages are numbered from 1
+    ('{"answer": "Asia", "citations": ["2"]}', (None, None)),
+    ('{"answer": "Asia", "citations": [true]}', (None, None)),
+    ('{"answer": 3, "citations": [1]}', (None, None)),
+    ('{"answer": "Asia", "citations": [1], "note": "x"}', (None, None)),
+    ("Asia [2]", (None, None)),
+    ("", (None, None)),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), PARSE_CASES)
+def test_cited_answers_parse_only_when_they_follow_the_schema(text: str, expected: tuple[object, object]) -> None:
+    assert parse_cited(text) == expected
+
+
+def test_citation_precision_and_recall_against_the_gold_documents() -> None:
+    docs = ["Asia", "K2", "Asia", "Nile"]  # passage 1..4 in prompt order
+    answer, part = citation_part('{"answer": "Asia", "citations": [1, 2]}', docs, ["Asia"])
+    assert answer == "Asia" and part.schema_valid and part.citations == "[1, 2]"
+    assert part.citation_precision == 0.5 and part.citation_recall == 1.0
+    _, none = citation_part('{"answer": "x", "citations": [4]}', docs, ["Asia"])
+    assert none.citation_precision == 0.0 and none.citation_recall == 0.0
+    _, absent = citation_part('{"answer": "x", "citations": [1]}', docs, ["Paris"])  # gold not in the context
+    assert absent.citation_recall is None and absent.citation_precision == 0.0
+    _, out_of_range = citation_part('{"answer": "x", "citations": [9]}', docs, ["Asia"])
+    assert out_of_range.schema_valid is False  # a citation of a passage the prompt did not have
+    raw, bad = citation_part("Asia", docs, ["Asia"])
+    assert raw == "Asia" and bad.schema_valid is False and bad.citation_precision is None
+
+
+def test_the_answer_cache_serves_a_question_close_to_an_answered_one_never_from_a_hit() -> None:
+    e = np.eye(3)
+    vectors = [e[0], e[1], 0.99 * e[0] + 0.141 * e[2], e[0], e[2]]
+    vectors = [v / np.linalg.norm(v) for v in vectors]
+    hits = cache_hits(["a", "b", "c", "d", "e"], lambda i: vectors[i], threshold=0.95)
+    assert {k: v.source for k, v in hits.items()} == {"c": "a", "d": "a"}
+    assert hits["d"].similarity == pytest.approx(1.0) and hits["c"].lookup_s >= 0
+    assert cache_hits(["a", "b", "c", "d", "e"], lambda i: vectors[i], threshold=1.01) == {}
+
+
+def test_bad_lever_values_are_refused_by_the_config() -> None:
+    with pytest.raises(ValueError, match="less than or equal to 1"):
+        Setting(top_k=3, answer_cache=1.5)
+    with pytest.raises(ValueError, match="'text' or 'cited-json'"):
+        GridConfig(outputs=["xml"])  # type: ignore[list-item]
+
+
+def test_new_levers_at_their_default_keep_every_earlier_setting_hash() -> None:
+    plain = Setting(top_k=8, compressor="llmlingua", target_ratio=4.0)
+    earlier = {k: v for k, v in plain.model_dump(mode="json").items() if k not in ("output", "answer_cache")}
+    raw = json.dumps(earlier, sort_keys=True, separators=(",", ":")).encode()
+    assert plain.config_hash() == hashlib.sha256(raw).hexdigest()[:16]  # what the hash was before the levers
+    cited = plain.model_copy(update={"output": "cited-json"})
+    cached = plain.model_copy(update={"answer_cache": 0.9})
+    assert len({plain.config_hash(), cited.config_hash(), cached.config_hash()}) == 3
+    assert (cited.name, cached.name) == ("llmlingua-4x-k8-hybrid-dense-cited", "llmlingua-4x-k8-hybrid-dense-cache0.9")
+
+
+def test_a_sweep_with_cited_answers_and_an_answer_cache_marks_and_scores_them(
+    setup: SweepSetup, tmp_path: Path
+) -> None:
+    config, components = setup
+    twin = {**TINY_QUESTIONS[1], "id": "q2-again"}  # the same question again: a cache hit of q2
+    questions = write_jsonl(tmp_path / "q.jsonl", [*TINY_QUESTIONS, twin])
+    grid = GridConfig(
+        compressions=[CompressionSpec()], top_ks=[3], outputs=["text", "cited-json"], answer_caches=[None, 0.99]
+    )
+    config = config.model_copy(update={"questions_path": questions, "grid": grid})
+    run_sweep(config, components())
+    con = duckdb.connect(str(config.store_path), read_only=True)
+    rows = con.execute(
+        "SELECT setting_name, question_id, answer, answer_contains, schema_valid, citations, citation_precision, "
+        "cache_hit_of, prompt_tokens, retrieve_seconds, e2e_cold_s, status FROM samples"
+    ).fetchall()
+    by = {(r[0], r[1]): r for r in rows}
+    assert len(rows) == 20 and all(r[-1] == "ok" for r in rows)
+    cited = by["none-k3-hybrid-dense-cited", "q2"]
+    assert "Asia" in cited[2] and not cited[2].startswith("{")  # the JSON's answer, not the JSON
+    assert cited[4] is True and json.loads(cited[5]) == [1] and cited[6] == 1.0
+    assert by["none-k3-hybrid-dense", "q2"][4] is None  # text answers have no schema to follow
+    hit = by["none-k3-hybrid-dense-cache0.99", "q2-again"]
+    source = by["none-k3-hybrid-dense-cache0.99", "q2"]
+    assert hit[7] == "q2" and hit[2] == source[2] and hit[3] == 1.0  # the reused answer, scored on its own gold
+    assert hit[8] == 0 and hit[9] is None and hit[10] is not None and hit[10] < 0.5  # no prompt, no retrieval
+    assert source[7] is None
+    assert sum(r[7] is not None for r in rows) == 2  # one hit per cached setting, nothing else
+    (n,) = con.execute("SELECT count(*) FROM settings WHERE output = 'cited-json'").fetchone() or (0,)
+    assert n == 2
