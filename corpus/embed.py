@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, Protocol
@@ -31,6 +32,10 @@ class Embedder(Protocol):
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text under the embedder's own tokenizer (no special tokens)."""
         ...
+
+
+QUERY_CACHE = 16_384
+"""Query vectors an embedder keeps (a 1,000-question sweep's questions, many times over)."""
 
 
 class VectorCache:
@@ -109,6 +114,7 @@ class SentenceTransformerEmbedder:
         self.dim = int(dim_of() or 0)
         self.batch_size = batch_size
         self.show_progress = show_progress
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Normalised document vectors, batched."""
@@ -122,9 +128,18 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Normalised query vector."""
-        vector = self._model.encode([text], normalize_embeddings=True, convert_to_numpy=True)[0]
-        return np.asarray(vector, dtype=np.float32)
+        """Normalised query vector. The last `QUERY_CACHE` are kept: retrieval, reranking and query-aware
+        pruning embed the same question, and only the first pays.
+        """
+        vector = self._queries.get(text)
+        if vector is None:
+            encoded = self._model.encode([text], normalize_embeddings=True, convert_to_numpy=True)[0]
+            vector = self._queries[text] = np.asarray(encoded, dtype=np.float32)
+            if len(self._queries) > QUERY_CACHE:
+                self._queries.popitem(last=False)
+        else:
+            self._queries.move_to_end(text)
+        return vector
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text under the model's tokenizer (no special tokens)."""

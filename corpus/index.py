@@ -15,6 +15,7 @@ from corpus.embed import Embedder
 from corpus.errors import CribsheetError
 from corpus.index_batch import Batch, BatchPool, EmbeddedBatch, LocalBatches, RayBatches, document_coverage
 from corpus.models import Document
+from corpus.sentences import SENTENCE_TABLE, open_sentences
 from corpus.sources import Skipped
 from corpus.table import (
     REPORT_FILE,
@@ -80,6 +81,7 @@ def sync_index(
         chunker=chunker.config.model_dump(),
         precision=getattr(embedder, "precision", "float32"),
         extractors=extractors or {},
+        sentence_vectors=opts.sentence_vectors,
     )
     started = time.perf_counter()
     path = Path(path)
@@ -153,8 +155,16 @@ def _sync(
         if pending:
             yield pending
 
+    sentences: Any = None
     for done in pool.map(batches()):
         coverage.extend(done.coverage)
+        if done.sentences is not None and done.sentences.num_rows:
+            if sentences is None:  # duplicates across batches are harmless: the table is content-addressed
+                sentences = open_sentences(db)
+            if sentences is None:
+                sentences = db.create_table(SENTENCE_TABLE, data=done.sentences)
+            else:
+                sentences.add(done.sentences)
         if full:  # a fresh table: nothing to match, a plain append (a merge would scan every earlier batch)
             table.add(done.data)
             counts["chunks_written"] += done.data.num_rows
@@ -170,6 +180,10 @@ def _sync(
     n_chunks = table.count_rows()
     if full or counts["added"] or counts["changed"] or gone:
         _refresh_indices(table, n_chunks, opts)
+        if sentences is not None:
+            from lancedb.index import BTree
+
+            sentences.create_index("key", config=BTree(), replace=True)  # lookups stay fast as the table grows
     has_ann = _has_vector_index(table)
     low = sorted((c for c in coverage if c.coverage < opts.min_coverage), key=lambda c: (c.coverage, c.doc_id))
     return IndexReport(

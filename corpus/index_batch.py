@@ -18,6 +18,7 @@ from corpus.cluster import RayOptions, import_plugins, plugin_modules, ray_clust
 from corpus.embed import EMBEDDERS, Embedder
 from corpus.errors import CribsheetError
 from corpus.models import Chunk, Document
+from corpus.sentences import sentence_rows
 from corpus.table import DocCoverage, IndexSpec, indexed_text, table_schema
 
 Batch = list[tuple[Document, str]]
@@ -33,6 +34,8 @@ class EmbeddedBatch:
     data: Any
     """pyarrow Table in the index schema."""
     coverage: list[DocCoverage]
+    sentences: Any = None
+    """pyarrow Table (key, vector) of the batch's sentences, when the index stores them."""
 
 
 class BatchPool(Protocol):
@@ -60,8 +63,10 @@ def document_coverage(doc: Document, spans: Sequence[tuple[int, int]]) -> DocCov
     return DocCoverage(doc_id=doc.id, parser_words=parser, indexed_words=min(indexed, parser))
 
 
-def embed_batch(batch: Batch, chunker: Chunker, embedder: Embedder, schema: Any) -> EmbeddedBatch:
-    """Chunk and embed one batch into rows of the index schema."""
+def embed_batch(
+    batch: Batch, chunker: Chunker, embedder: Embedder, schema: Any, sentences: bool = False
+) -> EmbeddedBatch:
+    """Chunk and embed one batch into rows of the index schema (and its sentences, with `sentences`)."""
     import numpy as np
     import pyarrow as pa
 
@@ -90,7 +95,8 @@ def embed_batch(batch: Batch, chunker: Chunker, embedder: Embedder, schema: Any)
         ],
         schema=schema,
     )
-    return EmbeddedBatch(batch, data, coverage)
+    rows = sentence_rows([c.text for c, _, _ in chunks], embedder) if sentences else None
+    return EmbeddedBatch(batch, data, coverage, rows)
 
 
 class LocalBatches:
@@ -98,11 +104,12 @@ class LocalBatches:
 
     def __init__(self, chunker: Chunker, embedder: Embedder, spec: IndexSpec) -> None:
         self.chunker, self.embedder, self.schema = chunker, embedder, table_schema(spec)
+        self.sentences = spec.sentence_vectors
 
     def map(self, batches: Iterable[Batch]) -> Iterator[EmbeddedBatch]:
         """Embedded batches, one at a time."""
         for batch in batches:
-            yield embed_batch(batch, self.chunker, self.embedder, self.schema)
+            yield embed_batch(batch, self.chunker, self.embedder, self.schema, self.sentences)
 
 
 class IndexWorker:
@@ -119,10 +126,11 @@ class IndexWorker:
             raise CribsheetError(f"embedder '{embedder}' builds {got} on this worker; the index wants {spec.embedder}")
         self.chunker = SentenceChunker(chunker, self.embedder.count_tokens)
         self.schema = table_schema(spec)
+        self.sentences = spec.sentence_vectors
 
     def embed(self, batch: Batch) -> EmbeddedBatch:
         """Chunk and embed one batch."""
-        return embed_batch(batch, self.chunker, self.embedder, self.schema)
+        return embed_batch(batch, self.chunker, self.embedder, self.schema, self.sentences)
 
 
 class RayBatches:

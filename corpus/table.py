@@ -33,6 +33,8 @@ class IndexSpec(BaseModel):
     """The embedder's compute precision (bfloat16 vectors differ slightly from float32 ones)."""
     extractors: dict[str, str] = Field(default_factory=dict)
     """Extractor name -> parser and version (folder sources): a new parser version rebuilds the index."""
+    sentence_vectors: bool = False
+    """Sentence vectors are stored too (the `sentences` table, for the `pruned` compressor)."""
 
 
 class IndexOptions(BaseModel):
@@ -48,6 +50,9 @@ class IndexOptions(BaseModel):
     """LanceDB vector index kind (cosine distance)."""
     rebuild: bool = False
     """Rebuild from scratch even when the spec is unchanged."""
+    sentence_vectors: bool = False
+    """Also embed every sentence of every chunk (about twice the embedding work) so the `pruned` compressor
+    selects sentences with vectors computed once, here, instead of at query time."""
     min_coverage: float = Field(default=0.95, ge=0.0, le=1.0)
     """Documents whose indexed words fall below this share of their parser's words are listed in the report."""
 

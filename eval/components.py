@@ -114,6 +114,7 @@ def _components(config: SweepConfig, settings: Sequence[Setting], judge: Judge |
         scorer=scorer,
         scorer_model=scorer_model,
         cache=LanceCompressionCache(config.index_path),
+        index_path=config.index_path,
     )
     compressors = {
         name: COMPRESSORS.build(COMPRESSORS.spec(name, config.compressor.model_dump()), cdeps)

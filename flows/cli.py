@@ -59,6 +59,9 @@ def index(
         int | None, typer.Option(help="Build an ANN index from this many chunks [100000].")
     ] = None,
     rebuild: Annotated[bool | None, typer.Option(help="Rebuild from scratch even when nothing changed.")] = None,
+    sentence_vectors: Annotated[
+        bool | None, typer.Option(help="Also store sentence vectors (for the `pruned` compressors).")
+    ] = None,
     workers: WorkersOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
@@ -81,7 +84,7 @@ def index(
     for key, value in (
         ("source", source),
         ("chunker", given(max_tokens=max_tokens, overlap_tokens=overlap_tokens)),
-        ("options", given(ann_threshold=ann_threshold, rebuild=rebuild)),
+        ("options", given(ann_threshold=ann_threshold, rebuild=rebuild, sentence_vectors=sentence_vectors)),
     ):
         if value:
             overrides[key] = value

@@ -36,6 +36,9 @@ def questions(
     per_doc: Annotated[int, typer.Option(help="Questions per document at most.")] = 2,
     llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint: an LLM writes them.")] = None,
     llm_model: Annotated[str | None, typer.Option(help="Model name at --llm-url.")] = None,
+    pairs: Annotated[
+        Path | None, typer.Option(help="Also write paraphrase / near-miss question pairs (answer cache) here.")
+    ] = None,
 ) -> None:
     """Write answerable questions (question, gold answer aliases, gold document) generated from a corpus:
     rule-based and offline by default, by an LLM when --llm-url and --llm-model are given.
@@ -58,6 +61,13 @@ def questions(
             found = generate_questions(docs, QuestionRules(per_doc=per_doc))
         picked = take(found, n, str(corpus))
         write_jsonl(out_path, [q.model_dump() for q in picked])
+        if pairs is not None:
+            from corpus.question_pairs import question_pairs
+
+            made = question_pairs(docs)
+            write_jsonl(pairs, [p.model_dump() for p in made])
+            kinds_of = ", ".join(f"{k} {v}" for k, v in sorted(Counter(p.kind for p in made).items()))
+            out.print(f"{len(made)} question pairs ({kinds_of})")
     except (CribsheetError, ValueError) as exc:
         fail(error_message(exc))
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(Counter(getattr(q, "kind", "llm") for q in picked).items()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -101,6 +102,8 @@ class CompressorDeps:
     scorer_model: str | None = None
     """The model the scorer runs (part of engine-lingua's cache identity)."""
     cache: CompressionCache | None = None
+    index_path: Path | None = None
+    """The LanceDB index folder (the `pruned` compressors read its stored sentence vectors)."""
     load_prompt_compressor: PromptCompressorLoader | None = None
     """Overrides how the llmlingua LM is loaded (tests)."""
     _loaded: dict[tuple[str, str, str], Any] = field(default_factory=dict)

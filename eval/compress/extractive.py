@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.chunk import sentence_spans
 from corpus.embed import Embedder, VectorCache
 from corpus.errors import CribsheetError
+from corpus.sentences import SentenceVectors
+
+if TYPE_CHECKING:
+    import numpy as np
+
 from eval.compress.base import COMPRESSORS, CompressionResult, Compressor, CompressorDeps, TokenCounter
 
 
@@ -51,7 +57,8 @@ class ExtractiveCompressor:
         if not sentences:
             return CompressionResult(texts=[], tokens_in=tokens_in, tokens_out=0, seconds=0.0, calls=1, kept=[])
         sizes = [self.count(s) for _, s in sentences]
-        sims = self._sentence_vectors([s for _, s in sentences]) @ self.embedder.embed_query(question)
+        vectors = self.vectors([s for _, s in sentences])
+        sims = vectors @ self.query_vector(question, vectors)
         budget = max(1, round(tokens_in / ratio))
         chosen: set[int] = set()
         used = 0
@@ -78,8 +85,84 @@ class ExtractiveCompressor:
             kept=kept,
         )
 
+    def vectors(self, sentences: list[str]) -> np.ndarray:
+        """Unit vectors of `sentences` (embedded here, kept in memory across calls)."""
+        return self._sentence_vectors(sentences)
+
+    def query_vector(self, question: str, vectors: np.ndarray) -> np.ndarray:
+        """What sentences are scored against: the question's vector."""
+        return self.embedder.embed_query(question)
+
     def flush(self) -> None:
         """Nothing persisted: sentence vectors live in memory."""
+
+
+class PrunedCompressor(ExtractiveCompressor):
+    """The extractive selector with sentence vectors computed at index time: at query time a lookup and a
+    dot product with the question's vector (which the retriever and reranker already computed: the embedder
+    keeps recent query vectors), so pruning costs about what reranking does. A sentence the index lacks is
+    embedded here (`missed` counts them; the cost is in the sample's compressor seconds).
+
+    `query_aware=False` is its agnostic twin: the same selector scoring sentences against the centroid of
+    the context's sentences (what the context is mostly about) instead of the question.
+    """
+
+    name = "pruned"
+
+    def __init__(
+        self, count_tokens: TokenCounter, embedder: Embedder, stored: SentenceVectors, query_aware: bool = True
+    ) -> None:
+        super().__init__(count_tokens, embedder)
+        self.stored = stored
+        self.query_aware = query_aware
+        self.name = "pruned" if query_aware else "pruned-agnostic"
+        self.missed = 0
+
+    def vectors(self, sentences: list[str]) -> np.ndarray:
+        """Stored vectors, embedding only what the index lacks."""
+        import numpy as np
+
+        found = self.stored.lookup(sentences)
+        missing = [s for s in sentences if s not in found]
+        if missing:
+            self.missed += len(missing)
+            found |= dict(zip(missing, self._sentence_vectors(missing), strict=True))
+        return np.stack([found[s] for s in sentences])
+
+    def query_vector(self, question: str, vectors: np.ndarray) -> np.ndarray:
+        """The question's vector, or (agnostic twin) the normalised centroid of the context's sentences."""
+        import numpy as np
+
+        if self.query_aware:
+            return self.embedder.embed_query(question)
+        centroid = vectors.mean(axis=0)
+        return np.asarray(centroid / (np.linalg.norm(centroid) or 1.0), dtype=np.float32)
+
+
+def _stored_vectors(deps: CompressorDeps, name: str) -> SentenceVectors:
+    if deps.embedder is None or deps.index_path is None:
+        raise CribsheetError(f"compressor '{name}' needs an embedder and an index")
+    stored = SentenceVectors(deps.index_path)
+    if not stored.available:
+        raise CribsheetError(
+            f"compressor '{name}' needs sentence vectors in the index: rebuild it with "
+            "`cribsheet index --sentence-vectors` (options.sentence_vectors: true)"
+        )
+    return stored
+
+
+@COMPRESSORS.register("pruned", ExtractiveConfig)
+def _pruned(config: ExtractiveConfig, deps: CompressorDeps) -> Compressor:
+    """Sentences most similar to the question, with vectors stored at index time (query-aware)."""
+    stored = _stored_vectors(deps, "pruned")
+    return PrunedCompressor(deps.count_tokens, deps.embedder, stored)  # type: ignore[arg-type]
+
+
+@COMPRESSORS.register("pruned-agnostic", ExtractiveConfig)
+def _pruned_agnostic(config: ExtractiveConfig, deps: CompressorDeps) -> Compressor:
+    """The pruned selector's agnostic twin: sentences closest to the context's centroid (no question)."""
+    stored = _stored_vectors(deps, "pruned-agnostic")
+    return PrunedCompressor(deps.count_tokens, deps.embedder, stored, query_aware=False)  # type: ignore[arg-type]
 
 
 @COMPRESSORS.register("extractive", ExtractiveConfig)

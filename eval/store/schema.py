@@ -63,7 +63,11 @@ SELECT run_id, setting_name, setting_hash, any_value(retrieval) AS retrieval, an
        count(e2e_cold_s) AS n_latency,
        count(*) FILTER (WHERE ragas_status LIKE 'error%') AS n_judge_errors,
        count(answer_token_recall) FILTER (WHERE answerable) AS n_answerable,
-       stddev_samp(answer_token_recall) FILTER (WHERE answerable) AS answer_token_recall_sd
+       stddev_samp(answer_token_recall) FILTER (WHERE answerable) AS answer_token_recall_sd,
+       avg(schema_valid::DOUBLE) AS schema_valid_rate,
+       avg(citation_precision) AS citation_precision,
+       avg(citation_recall) AS citation_recall,
+       avg((cache_hit_of IS NOT NULL)::DOUBLE) AS answer_cache_hit_rate
 FROM samples GROUP BY run_id, setting_name, setting_hash""",
     # A setting is on the frontier when no other setting of the run is at least as good on answer token
     # recall (the gate's answer metric) and at least as fast end to end (p50 of retrieve + rerank + cold

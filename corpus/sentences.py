@@ -1,0 +1,82 @@
+"""Sentence vectors computed at index time and stored beside the chunks, so query-aware sentence pruning at
+query time costs a lookup and a dot product (the `pruned` compressor), not an embedder pass.
+
+The `sentences` table of the index folder is content-addressed (key = sha256 of the sentence text): a
+sentence shared by two chunks is one vector, a deleted document's sentences are harmless leftovers, and
+a sentence the table lacks is simply embedded at query time (and counted in the compressor's cost).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from corpus.chunk import sentence_spans
+from corpus.embed import Embedder
+
+SENTENCE_TABLE = "sentences"
+
+
+def sentence_key(text: str) -> str:
+    """Content address of a sentence."""
+    return hashlib.sha256(text.strip().encode()).hexdigest()[:24]
+
+
+def chunk_sentences(texts: Sequence[str]) -> list[str]:
+    """Every distinct sentence of `texts` (as the pruning compressor splits them)."""
+    found = [t[s:e] for t in texts for s, e, _ in sentence_spans(t)]
+    return list(dict.fromkeys(s for s in found if s.strip()))
+
+
+def sentence_rows(texts: Sequence[str], embedder: Embedder) -> Any:
+    """An Arrow table (key, vector) of the sentences of `texts`, embedded in one call."""
+    import pyarrow as pa
+
+    sentences = chunk_sentences(texts)
+    vectors = np.asarray(embedder.embed_documents(sentences), dtype=np.float32).reshape(len(sentences), embedder.dim)
+    return pa.Table.from_arrays(
+        [
+            pa.array([sentence_key(s) for s in sentences]),
+            pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), embedder.dim),
+        ],
+        names=["key", "vector"],
+    )
+
+
+def open_sentences(db: Any) -> Any:
+    """The sentence table of a LanceDB connection, or None when the index has none."""
+    try:
+        return db.open_table(SENTENCE_TABLE)
+    except (ValueError, FileNotFoundError):
+        return None
+
+
+class SentenceVectors:
+    """Lookup of stored sentence vectors by text, in one filtered read per call."""
+
+    def __init__(self, index_path: Path) -> None:
+        import lancedb
+
+        self.table = open_sentences(lancedb.connect(str(index_path)))
+
+    @property
+    def available(self) -> bool:
+        """Whether the index was built with sentence vectors."""
+        return self.table is not None
+
+    def lookup(self, sentences: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors of `sentences` by text (absent ones are left out)."""
+        if self.table is None or not sentences:
+            return {}
+        keys = {sentence_key(s): s for s in sentences}
+        where = "key IN (" + ", ".join(f"'{k}'" for k in keys) + ")"
+        rows = self.table.search().where(where).select(["key", "vector"]).limit(len(keys) * 4).to_arrow()
+        found: dict[str, np.ndarray] = {}
+        vectors = rows.column("vector").to_numpy(zero_copy_only=False)
+        for key, vector in zip(rows.column("key").to_pylist(), vectors, strict=True):
+            found[keys[key]] = np.asarray(vector, dtype=np.float32)
+        return found
