@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-COMPRESSORS = ["none", "llmlingua", "longllmlingua", "extractive", "engine-lingua"]
+import levers_knobs  # benchmarks/levers_knobs.py, next to this script
+
+COMPRESSORS = ["none", "llmlingua", "longllmlingua", "extractive", "engine-lingua", "pruned"]
 
 
 def main() -> None:
@@ -29,14 +31,21 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=24)
     parser.add_argument("--top-k", type=int, default=8)
     parser.add_argument("--ratio", type=float, default=4.0)
-    parser.add_argument("--index", type=Path, default=Path("runs/demo/index.lancedb"))
+    parser.add_argument("--retrieve", type=int, default=20, help="candidates retrieved before reranking")
+    parser.add_argument("--max-model-len", type=int, default=4096, help="8192 for the ~4,000-token point")
+    parser.add_argument("--compressors", nargs="+", default=COMPRESSORS)
+    parser.add_argument("--knobs", action="store_true", help="also vary the engine's prefill knobs")
+    parser.add_argument("--no-cited", action="store_true", help="skip the cited-json pass")
+    parser.add_argument("--index", type=Path, default=Path("runs/bench-levers/index.lancedb"))
     args = parser.parse_args()
+    names = args.compressors if "none" in args.compressors else ["none", *args.compressors]
     from corpus.runtime import quiet_offline_env
 
     quiet_offline_env()
 
     from corpus.bundled import CORPUS_FILE, answerable_questions, bundled_index
     from corpus.embed import SentenceTransformerEmbedder
+    from corpus.index import IndexOptions
     from corpus.retrieve import LanceRetriever
     from corpus.sources import SkipLog, SourceConfig, iter_documents
     from eval.assets import smollm2_dir
@@ -52,32 +61,39 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="cribsheet-levers-"))
     emb = SentenceTransformerEmbedder()
-    retriever = LanceRetriever(bundled_index(args.index, work, emb), emb)
+    # The index stores sentence vectors, so the pruned compressor pays only a lookup at query time.
+    retriever = LanceRetriever(bundled_index(args.index, work, emb, IndexOptions(sentence_vectors=True)), emb)
     questions = answerable_questions(work, limit=args.questions)
     reranker = DenseReranker(emb)
     lm = str(smollm2_dir())
-    gen: Any = build_generator(GeneratorConfig(model=lm))
+    gen_config = GeneratorConfig(model=lm, max_model_len=args.max_model_len)
+    gen: Any = build_generator(gen_config)
 
     def fresh_compressors() -> dict:
         # A fresh in-memory cache per compressor: the bill for a passage never seen before.
         deps = CompressorDeps(
-            count_tokens=gen.count_tokens, default_model=lm, embedder=emb, scorer=gen, cache=MemoryCache()
+            count_tokens=gen.count_tokens,
+            default_model=lm,
+            embedder=emb,
+            scorer=gen,
+            cache=MemoryCache(),
+            index_path=args.index,
         )
         defaults = CompressorConfig().model_dump()
-        return {name: REGISTRY.build(REGISTRY.spec(name, defaults), deps) for name in COMPRESSORS}
+        return {name: REGISTRY.build(REGISTRY.spec(name, defaults), deps) for name in names}
 
     compressors = fresh_compressors()
     layout = PromptLayout(gen.tokenizer)
     prefix = layout.stable_prefix()
 
-    rows: dict[str, list[dict]] = {c: [] for c in COMPRESSORS}
+    rows: dict[str, list[dict]] = {c: [] for c in names}
     for q in questions:
         t0 = time.perf_counter()
-        hits = retriever.retrieve(q.question, 20)
+        hits = retriever.retrieve(q.question, args.retrieve)
         t1 = time.perf_counter()
         top = reranker.rerank(q.question, hits)[: args.top_k]
         t2 = time.perf_counter()
-        for name in COMPRESSORS:
+        for name in names:
             comp = compressors[name].compress([h.text for h in top], q.question, args.ratio if name != "none" else 1.0)
             kept = comp.kept if comp.kept is not None else list(range(len(top)))
             titles = [top[i].heading for i in kept] if len(kept) == len(comp.texts) else [""] * len(comp.texts)
@@ -98,18 +114,21 @@ def main() -> None:
                     "prompt": prompt,
                     "context": context,
                     "golds": q.answers,
+                    "question": q.question,
+                    "docs": [top[i].doc_id for i in kept] if len(kept) == len(comp.texts) else [],
+                    "gold_docs": list(q.gold_doc_ids),
                     "uncached": probe.prompt_tokens - probe.cached_tokens,
                 }
             )
     # The same passages again (as for a later question that retrieves them, or after an index-time
     # precompute): agnostic compressors hit their cache; extractive reuses its sentence vectors.
     for i, q in enumerate(questions):
-        top = reranker.rerank(q.question, retriever.retrieve(q.question, 20))[: args.top_k]
-        for name in COMPRESSORS:
+        top = reranker.rerank(q.question, retriever.retrieve(q.question, args.retrieve))[: args.top_k]
+        for name in names:
             start = time.perf_counter()
             compressors[name].compress([h.text for h in top], q.question, args.ratio if name != "none" else 1.0)
             rows[name][i]["compress_warm"] = time.perf_counter() - start
-    for name in COMPRESSORS:
+    for name in names:
         answers = gen.generate([r["prompt"] for r in rows[name]])
         for r, a in zip(rows[name], answers, strict=True):
             r["answer_recall"] = answer_contains(a.text, r["golds"])
@@ -135,7 +154,7 @@ def main() -> None:
         f"{'cost/saved':>11}{'s/token':>10}{'warm s':>8}{'warm c/s':>9}{'ans rec':>8}{'ctx rec':>8}"
     )
     print(header)
-    for name in COMPRESSORS:
+    for name in names:
         ttft, comp_s = mean(name, "ttft"), mean(name, "compress")
         e2e = mean(name, "retrieve") + mean(name, "rerank") + comp_s + ttft
         realized = sum(r["tokens_in"] for r in rows[name]) / max(1, sum(r["tokens_out"] for r in rows[name]))
@@ -191,6 +210,13 @@ def main() -> None:
             f"{key}_cached_tokens": warm.cached_tokens,
             f"{key}_warm_cold_ratio": round(ratio, 3),
         }
+    if not args.no_cited:
+        figures |= levers_knobs.cited(gen, layout, rows)
+    if args.knobs:
+        gen.close()
+        prompts = [r["prompt"] for r in rows["none"]]
+        golds = [r["golds"] for r in rows["none"]]
+        figures |= levers_knobs.knobs(gen_config, prompts, golds, prefix, n_probe=min(8, len(prompts)))
     print(json.dumps(figures))
 
 

@@ -20,6 +20,7 @@ from corpus.load import write_jsonl
 from corpus.models import Document, Question
 from corpus.normalize import contains
 from corpus.questions import GENERATOR_VERSION, GeneratedQuestion, generate_questions
+from corpus.table import IndexOptions
 
 CORPUS_FILE = "wiki_vital_en.jsonl"
 QUESTIONS_FILE = "fanoutqa_dev_questions.jsonl"
@@ -188,19 +189,20 @@ def build_bundled(out_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def bundled_index(index_path: Path, work_dir: Path, embedder: Embedder) -> Path:
+def bundled_index(index_path: Path, work_dir: Path, embedder: Embedder, options: IndexOptions | None = None) -> Path:
     """Build the bundled dataset into `work_dir`; index its corpus at `index_path` unless an index is there.
 
     For benchmarks that reuse the demo's index (`runs/demo/index.lancedb`) and build it when missing.
     """
     from corpus.chunk import ChunkerConfig, SentenceChunker
-    from corpus.index import IndexOptions, sync_index
+    from corpus.index import sync_index
     from corpus.sources import SkipLog, SourceConfig, iter_documents
 
     build_bundled(work_dir)
     if not index_path.exists():
         docs = iter_documents(SourceConfig(path=work_dir / CORPUS_FILE), SkipLog())
-        sync_index(docs, SentenceChunker(ChunkerConfig(), embedder.count_tokens), embedder, index_path, IndexOptions())
+        chunker = SentenceChunker(ChunkerConfig(), embedder.count_tokens)
+        sync_index(docs, chunker, embedder, index_path, options or IndexOptions())
     return index_path
 
 

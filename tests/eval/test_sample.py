@@ -9,6 +9,8 @@ from eval.metrics import METRICS
 from eval.rows import SampleRow
 from eval.sample import (
     AnswerScores,
+    CachePart,
+    CitationPart,
     CompressionPart,
     GenerationPart,
     JudgmentPart,
@@ -18,7 +20,17 @@ from eval.sample import (
     SampleKey,
 )
 
-PARTS = (SampleKey, RetrievalPart, CompressionPart, GenerationPart, AnswerScores, JudgmentPart, ProbePart)
+PARTS = (
+    SampleKey,
+    RetrievalPart,
+    CompressionPart,
+    GenerationPart,
+    AnswerScores,
+    JudgmentPart,
+    ProbePart,
+    CitationPart,
+    CachePart,
+)
 
 
 def _key() -> SampleKey:
