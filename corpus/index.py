@@ -15,6 +15,7 @@ from corpus.embed import Embedder
 from corpus.errors import CribsheetError
 from corpus.index_batch import Batch, BatchPool, EmbeddedBatch, LocalBatches, RayBatches, document_coverage
 from corpus.models import Document
+from corpus.runtime import release_memory
 from corpus.sentences import SENTENCE_TABLE, open_sentences
 from corpus.sources import Skipped
 from corpus.table import (
@@ -130,7 +131,8 @@ def _sync(
     existing = {} if full else _doc_hashes(table)
     counts: dict[str, int] = {"added": 0, "changed": 0, "unchanged": 0, "chunks_written": 0}
     seen: set[str] = set()
-    coverage: list[DocCoverage] = []
+    low: list[DocCoverage] = []  # only the documents below min_coverage are kept: memory stays flat
+    words = {"parser": 0, "indexed": 0}
 
     def batches() -> Iterator[Batch]:
         pending: Batch = []
@@ -157,7 +159,11 @@ def _sync(
 
     sentences: Any = None
     for done in pool.map(batches()):
-        coverage.extend(done.coverage)
+        for c in done.coverage:
+            words["parser"] += c.parser_words
+            words["indexed"] += c.indexed_words
+            if c.coverage < opts.min_coverage:
+                low.append(c)
         if done.sentences is not None and done.sentences.num_rows:
             if sentences is None:  # duplicates across batches are harmless: the table is content-addressed
                 sentences = open_sentences(db)
@@ -170,6 +176,7 @@ def _sync(
             counts["chunks_written"] += done.data.num_rows
         else:
             counts["chunks_written"] += _merge(table, done, existing)
+        release_memory()
     gone = sorted(set(existing) - seen)
     for i in range(0, len(gone), 500):
         table.delete(f"doc_id IN ({_sql_list(gone[i : i + 500])})")
@@ -185,10 +192,10 @@ def _sync(
 
             sentences.create_index("key", config=BTree(), replace=True)  # lookups stay fast as the table grows
     has_ann = _has_vector_index(table)
-    low = sorted((c for c in coverage if c.coverage < opts.min_coverage), key=lambda c: (c.coverage, c.doc_id))
+    low.sort(key=lambda c: (c.coverage, c.doc_id))
     return IndexReport(
-        parser_words=sum(c.parser_words for c in coverage),
-        indexed_words=sum(c.indexed_words for c in coverage),
+        parser_words=words["parser"],
+        indexed_words=words["indexed"],
         low_coverage=low,
         path=str(path),
         spec=spec,
