@@ -9,6 +9,7 @@ the hit question's own gold answers, like any other row, and marked (`cache_hit_
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,32 @@ import numpy as np
 
 from eval.sample import CachePart, CompressionPart, GenerationPart, ProbePart, SampleDraft
 from eval.scoring import score_answer
+
+_SPECIFIC = re.compile(r"\d[\d,.]*\d|\d|\b[A-Z][\w'-]*")
+_PREFIX = re.compile(r"^\s*fill in the blank:\s*", re.IGNORECASE)
+
+
+_FUNCTION_WORDS = frozenset(
+    "What Who Whom Whose When Where Which Why How The A An In On At Of For From By To With Is Was Are Were "
+    "Did Does Do Has Have Had It Its This That These Those There According".split()
+)
+
+
+def specifics(question: str) -> frozenset[str]:
+    """The numbers and capitalised names of a question (question and function words aside): what makes it
+    about this entity and this attribute rather than a neighbour's.
+    """
+    text = _PREFIX.sub("", question.strip())
+    found = (m.group(0).rstrip(".,") for m in _SPECIFIC.finditer(text))
+    return frozenset(w for w in found if w not in _FUNCTION_WORDS)
+
+
+def same_specifics(a: str, b: str) -> bool:
+    """The guard in front of a hit: both questions name the same numbers and names. A close embedding with
+    another entity or another number ("... in 1889 ... how many metres" vs "... in which year ... 330
+    metres") is a near miss, never a hit.
+    """
+    return specifics(a) == specifics(b)
 
 
 @dataclass(frozen=True)
@@ -28,9 +55,15 @@ class CacheHit:
     lookup_s: float
 
 
-def cache_hits(ids: Sequence[str], embed: Callable[[int], np.ndarray], threshold: float) -> dict[str, CacheHit]:
+def cache_hits(
+    ids: Sequence[str],
+    embed: Callable[[int], np.ndarray],
+    threshold: float,
+    texts: Sequence[str] | None = None,
+) -> dict[str, CacheHit]:
     """Which questions (by id, in order) would be served by the cache at `threshold`; `embed(i)` gives the
-    unit vector of question i (the lookup time counts its embedding).
+    unit vector of question i (the lookup time counts its embedding). With `texts`, the most similar cached
+    question must also pass `same_specifics`, else the question goes to the engine.
     """
     answered: list[int] = []
     vectors: list[np.ndarray] = []
@@ -41,7 +74,8 @@ def cache_hits(ids: Sequence[str], embed: Callable[[int], np.ndarray], threshold
         if vectors:
             sims = np.stack(vectors) @ v
             best = int(np.argmax(sims))
-            if float(sims[best]) >= threshold:
+            guarded = texts is None or same_specifics(texts[i], texts[answered[best]])
+            if float(sims[best]) >= threshold and guarded:
                 hits[qid] = CacheHit(ids[answered[best]], float(sims[best]), time.perf_counter() - start)
                 continue
         answered.append(i)

@@ -113,7 +113,8 @@ class SettingRunner:
         if threshold is None:
             return {}
         embed = self.comps.embedder.embed_query
-        return cache_hits([q.id for q in self.questions], lambda i: embed(self.questions[i].question), threshold)
+        ids, texts = [q.id for q in self.questions], [q.question for q in self.questions]
+        return cache_hits(ids, lambda i: embed(texts[i]), threshold, texts)
 
     def retrieve(self, mode: RetrievalMode) -> None:
         """`n_candidates` per question for retrieval `mode`, once per runner."""

@@ -109,3 +109,31 @@ def test_a_sweep_with_cited_answers_and_an_answer_cache_marks_and_scores_them(
     assert sum(r[7] is not None for r in rows) == 2  # one hit per cached setting, nothing else
     (n,) = con.execute("SELECT count(*) FROM settings WHERE output = 'cited-json'").fetchone() or (0,)
     assert n == 2
+
+
+GUARD_CASES = [
+    ("Who wrote Hamlet?", "Hamlet was written by whom?", True),
+    ("In which year was the Eiffel Tower completed?", "Fill in the blank: The Eiffel Tower was completed in ___", True),
+    ("Big Ben was completed in which year?", "Eiffel Tower was completed in which year?", False),  # another entity
+    (
+        "It is 330 metres tall and was finished in which year?",
+        "It is how many metres tall and was finished in 1889?",
+        False,
+    ),
+    ("What is the capital of France?", "What is the capital of Spain?", False),
+    ("How tall is Mount Everest?", "How old is Mount Everest?", True),  # a lower-case attribute: the guard misses it
+]
+
+
+@pytest.mark.parametrize(("a", "b", "same"), GUARD_CASES)
+def test_the_cache_guard_compares_the_numbers_and_names_of_two_questions(a: str, b: str, same: bool) -> None:
+    from eval.answer_cache import same_specifics
+
+    assert same_specifics(a, b) is same
+
+
+def test_the_guard_keeps_a_close_question_about_another_entity_out_of_the_cache() -> None:
+    vectors = [np.array([1.0, 0.0]), np.array([1.0, 0.0])]
+    texts = ["What is the capital of France?", "What is the capital of Spain?"]
+    assert cache_hits(["a", "b"], lambda i: vectors[i], 0.9)["b"].source == "a"  # cosine alone: a false hit
+    assert cache_hits(["a", "b"], lambda i: vectors[i], 0.9, texts) == {}
