@@ -12,7 +12,7 @@ KNOBS: list[tuple[str, dict[str, Any]]] = [
     ("chunked_prefill_off", {"enable_chunked_prefill": False}),
     ("batched_tokens_256", {"max_num_batched_tokens": 256}),
     ("kv_cache_fp8", {"kv_cache_dtype": "fp8"}),
-    ("max_model_len_2048", {"max_model_len": 2048}),
+    ("max_model_len_half", {}),  # filled in by knobs(): half the default, when the prompts still fit
 ]
 """Knob variants: each is one engine, loaded after the previous one is closed."""
 
@@ -25,12 +25,20 @@ def knobs(base: Any, prompts: list[str], golds: list[list[str]], prefix: str, n_
 
     results: dict[str, dict[str, Any]] = {}
     for label, change in KNOBS:
+        if label == "max_model_len_half":
+            change = {"max_model_len": base.max_model_len // 2}
         try:
             gen = build_generator(base.model_copy(update=change))
         except Exception as exc:  # the engine refused this knob here: a finding, reported
             results[label] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"}
             continue
         try:
+            if (
+                gen.count_tokens(max(prompts, key=len)) + base.max_tokens
+                > gen.llm.llm_engine.model_config.max_model_len
+            ):
+                results[label] = {"error": "the prompts do not fit this max_model_len"}
+                continue
             ttfts = []
             for p in prompts[:n_probe]:
                 gen.reset_cache()
@@ -48,6 +56,8 @@ def knobs(base: Any, prompts: list[str], golds: list[list[str]], prefix: str, n_
                 "prompt_tokens_per_s": tokens / seconds,
                 "answer_recall": recall,
             }
+        except Exception as exc:  # loaded, but failed on these prompts: reported, the other knobs go on
+            results[label] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"}
         finally:
             gen.close()
     base_row = results.get("default", {})
