@@ -211,7 +211,11 @@ def main() -> None:
             f"{key}_warm_cold_ratio": round(ratio, 3),
         }
     if not args.no_cited:
-        figures |= levers_knobs.cited(gen, layout, rows)
+        try:
+            figures |= levers_knobs.cited(gen, layout, rows)
+        except Exception as exc:  # structured output refused by this engine build: a finding, reported
+            print(f"cited-json: the engine failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+            figures["cited_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
     if args.knobs:
         gen.close()
         prompts = [r["prompt"] for r in rows["none"]]
