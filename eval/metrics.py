@@ -148,6 +148,8 @@ DIRECTIONS: dict[str, bool] = {
     "prompt_tokens": False,
     "compress_seconds": False,
     "compress_cold_seconds": False,
+    "citation_precision": True,  # cited-json settings: citations that point at a gold document
+    "citation_recall": True,
 }
 """Direction of every stored column a gate may compare (True: higher is better)."""
 
