@@ -127,6 +127,11 @@ class SentenceTransformerEmbedder:
         )
         return np.asarray(vectors, dtype=np.float32)
 
+    def embed_query_uncached(self, text: str) -> np.ndarray:
+        """Normalised query vector, always computed (what a first lookup of this question costs)."""
+        encoded = self._model.encode([text], normalize_embeddings=True, convert_to_numpy=True)[0]
+        return np.asarray(encoded, dtype=np.float32)
+
     def embed_query(self, text: str) -> np.ndarray:
         """Normalised query vector. The last `QUERY_CACHE` are kept: retrieval, reranking and query-aware
         pruning embed the same question, and only the first pays.

@@ -169,8 +169,10 @@ def _sync(
                 sentences = open_sentences(db)
             if sentences is None:
                 sentences = db.create_table(SENTENCE_TABLE, data=done.sentences)
-            else:
+            elif full:  # a fresh table: duplicates across batches are few and harmless (content-addressed)
                 sentences.add(done.sentences)
+            else:  # an incremental sync re-embeds changed documents: keep one row per sentence
+                sentences.merge_insert("key").when_not_matched_insert_all().execute(done.sentences)
         if full:  # a fresh table: nothing to match, a plain append (a merge would scan every earlier batch)
             table.add(done.data)
             counts["chunks_written"] += done.data.num_rows

@@ -121,9 +121,11 @@ class IndexWorker:
         quiet_offline_env()
         import_plugins(plugins)
         self.embedder: Embedder = EMBEDDERS.build(EMBEDDERS.spec(embedder), None)
-        if (self.embedder.name, self.embedder.dim) != (spec.embedder, spec.dim):
-            got = f"{self.embedder.name} ({self.embedder.dim})"
-            raise CribsheetError(f"embedder '{embedder}' builds {got} on this worker; the index wants {spec.embedder}")
+        mine = (self.embedder.name, self.embedder.dim, getattr(self.embedder, "precision", "float32"))
+        if mine != (spec.embedder, spec.dim, spec.precision):
+            got = f"{mine[0]} ({mine[1]}, {mine[2]})"
+            want = f"{spec.embedder} ({spec.dim}, {spec.precision})"
+            raise CribsheetError(f"embedder '{embedder}' builds {got} on this worker; the index wants {want}")
         self.chunker = SentenceChunker(chunker, self.embedder.count_tokens)
         self.schema = table_schema(spec)
         self.sentences = spec.sentence_vectors

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Literal, Protocol, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from corpus.embed import Embedder
 from corpus.errors import CribsheetError
@@ -22,6 +22,27 @@ class Retriever(Protocol):
     def retrieve(self, question: str, n: int, mode: RetrievalMode = "hybrid") -> list[Hit]:
         """The `n` best chunks for `question` by `mode`."""
         ...
+
+
+def table_digest(table: Any) -> str:
+    """sha256 over the (document id, content hash) pairs of a chunk table at its checked-out version."""
+    n = table.count_rows()
+    rows = table.search().select(["doc_id", "doc_hash"]).limit(max(n, 1)).to_arrow()
+    pairs = sorted(set(zip(rows.column("doc_id").to_pylist(), rows.column("doc_hash").to_pylist(), strict=True)))
+    h = hashlib.sha256()
+    for doc_id, doc_hash in pairs:
+        h.update(f"{doc_id}\x1f{doc_hash}\x1e".encode())
+    return h.hexdigest()
+
+
+def index_identity(path: Path, version: int | None = None) -> tuple[int, str]:
+    """The table version a reader pins (the latest when None) and the digest of its documents, without
+    loading any model (a Ray driver only needs these).
+    """
+    table = open_table(path)
+    pinned = version if version is not None else int(table.version)
+    table.checkout(pinned)
+    return pinned, table_digest(table)
 
 
 class LanceRetriever:
@@ -44,13 +65,7 @@ class LanceRetriever:
 
     def corpus_digest(self) -> str:
         """sha256 over the (document id, content hash) pairs of the pinned version."""
-        n = self.table.count_rows()
-        rows = self.table.search().select(["doc_id", "doc_hash"]).limit(max(n, 1)).to_arrow()
-        pairs = sorted(set(zip(rows.column("doc_id").to_pylist(), rows.column("doc_hash").to_pylist(), strict=True)))
-        h = hashlib.sha256()
-        for doc_id, doc_hash in pairs:
-            h.update(f"{doc_id}\x1f{doc_hash}\x1e".encode())
-        return h.hexdigest()
+        return table_digest(self.table)
 
     def retrieve(self, question: str, n: int, mode: RetrievalMode = "hybrid") -> list[Hit]:
         """The `n` best chunks: vector, full-text, or both fused by reciprocal rank."""

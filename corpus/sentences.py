@@ -74,7 +74,9 @@ class SentenceVectors:
             return {}
         keys = {sentence_key(s): s for s in sentences}
         where = "key IN (" + ", ".join(f"'{k}'" for k in keys) + ")"
-        rows = self.table.search().where(where).select(["key", "vector"]).limit(len(keys) * 4).to_arrow()
+        # Every match, however many copies a key has: the limit is only an upper bound for a filtered scan.
+        everything = max(1, self.table.count_rows())
+        rows = self.table.search().where(where).select(["key", "vector"]).limit(everything).to_arrow()
         found: dict[str, np.ndarray] = {}
         vectors = rows.column("vector").to_numpy(zero_copy_only=False)
         for key, vector in zip(rows.column("key").to_pylist(), vectors, strict=True):

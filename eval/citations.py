@@ -48,21 +48,25 @@ def parse_cited(text: str) -> tuple[str | None, list[int] | None]:
     return answer, cites
 
 
-def citation_part(text: str, passage_docs: Sequence[str], gold_doc_ids: Sequence[str]) -> tuple[str, CitationPart]:
-    """The answer to score (the JSON's answer, or the raw text when invalid) and the citation columns."""
-    answer, cites = parse_cited(text)
-    if answer is None or cites is None:
-        return text, CitationPart(schema_valid=False)
+def score_citations(cites: Sequence[int], passage_docs: Sequence[str], gold_doc_ids: Sequence[str]) -> CitationPart:
+    """The citation columns of a parsed list of passage numbers against the question's gold documents."""
     in_range = [c for c in dict.fromkeys(cites) if c <= len(passage_docs)]
     cited_docs = [passage_docs[c - 1] for c in in_range]
     gold = set(gold_doc_ids)
     present = gold & set(passage_docs)
     precision = sum(d in gold for d in cited_docs) / len(in_range) if in_range and gold else None
     recall = len(present & set(cited_docs)) / len(present) if present else None
-    part = CitationPart(
-        schema_valid=len(in_range) == len(cites),
-        citations=json.dumps(cites),
+    return CitationPart(
+        schema_valid=all(c <= len(passage_docs) for c in cites),  # a repeated citation is still valid
+        citations=json.dumps(list(cites)),
         citation_precision=precision,
         citation_recall=recall,
     )
-    return answer, part
+
+
+def citation_part(text: str, passage_docs: Sequence[str], gold_doc_ids: Sequence[str]) -> tuple[str, CitationPart]:
+    """The answer to score (the JSON's answer, or the raw text when invalid) and the citation columns."""
+    answer, cites = parse_cited(text)
+    if answer is None or cites is None:
+        return text, CitationPart(schema_valid=False)
+    return answer, score_citations(cites, passage_docs, gold_doc_ids)

@@ -79,10 +79,10 @@ def build_judge(config: SweepConfig) -> Judge:
 
 
 def index_identity(config: SweepConfig) -> tuple[int | None, str | None]:
-    """The index version a sweep reads and the digest of its documents, without loading any engine."""
-    embedder = EMBEDDERS.build(EMBEDDERS.spec(config.embedder), None)
-    retriever = LanceRetriever(config.index_path, embedder, version=config.index_version)
-    return retriever.version, retriever.corpus_digest()
+    """The index version a sweep reads and the digest of its documents, without loading any model."""
+    from corpus.retrieve import index_identity as identity
+
+    return identity(config.index_path, config.index_version)
 
 
 def build_components(config: SweepConfig, settings: Sequence[Setting]) -> Components:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from corpus.errors import CribsheetError
 from corpus.registry import Registry
@@ -42,6 +42,18 @@ class VLLMConfig(BaseModel):
     probe_tokens: int = Field(default=8, ge=1)
     """Tokens a serial latency probe generates: TTFT needs only the first; the others time a short decode
     (`probe_decode_s`). Fewer than `max_tokens` keeps 30 probes per setting affordable on a CPU."""
+
+    @model_validator(mode="after")
+    def _knobs_fit(self) -> VLLMConfig:
+        budget = self.max_num_batched_tokens
+        if self.enable_chunked_prefill is False and budget is not None and budget < self.max_model_len:
+            raise ValueError(
+                f"max_num_batched_tokens ({budget}) must be at least max_model_len ({self.max_model_len}) "
+                "when chunked prefill is off (a whole prompt is prefilled in one step)"
+            )
+        if self.max_tokens >= self.max_model_len:
+            raise ValueError(f"max_tokens ({self.max_tokens}) leaves no room for a prompt in max_model_len")
+        return self
 
 
 class GeneratorConfig(VLLMConfig):
@@ -104,8 +116,8 @@ class Generator(Protocol):
         """Tokens of `text` under the generator's tokenizer."""
         ...
 
-    def probe(self, prompt: str) -> Probe:
-        """Run one prompt alone and report its latency parts."""
+    def probe(self, prompt: str, json_schema: dict[str, Any] | None = None) -> Probe:
+        """Run one prompt alone and report its latency parts (held to `json_schema` when given)."""
         ...
 
     def reset_cache(self) -> None:
@@ -171,6 +183,8 @@ class VLLMGenerator:
             kwargs["kv_cache_dtype"] = config.kv_cache_dtype
         self.llm = LLM(**kwargs)
         self.config_dtype = config.dtype
+        self.max_prompt_tokens = config.max_model_len - config.max_tokens
+        """Longest prompt the engine takes with room for an answer (longer ones fail alone, not the batch)."""
         self.tokenizer = self.llm.get_tokenizer()
         self.sampling = SamplingParams(max_tokens=config.max_tokens, temperature=config.temperature, seed=config.seed)
         self._probe = SamplingParams(max_tokens=1, temperature=0.0)
@@ -196,13 +210,7 @@ class VLLMGenerator:
 
     def generate(self, prompts: Sequence[str], json_schema: dict[str, Any] | None = None) -> list[Generation]:
         """One engine batch with the sweep's sampling parameters (held to `json_schema` when given)."""
-        params = self.sampling
-        if json_schema is not None:
-            from vllm.sampling_params import StructuredOutputsParams
-
-            params = self.sampling.clone()
-            params.structured_outputs = StructuredOutputsParams(json=json_schema)
-        outs = self.llm.generate(list(prompts), params, use_tqdm=True)
+        outs = self.llm.generate(list(prompts), self._params(self.sampling, json_schema), use_tqdm=True)
         return [
             Generation(
                 text=o.outputs[0].text.strip(),
@@ -212,6 +220,17 @@ class VLLMGenerator:
             )
             for o in outs
         ]
+
+    @staticmethod
+    def _params(base: Any, json_schema: dict[str, Any] | None) -> Any:
+        """`base`, or a copy held to `json_schema` by the engine's structured output."""
+        if json_schema is None:
+            return base
+        from vllm.sampling_params import StructuredOutputsParams
+
+        params = base.clone()
+        params.structured_outputs = StructuredOutputsParams(json=json_schema)
+        return params
 
     def reset_cache(self) -> None:
         """Drop every cached prefix block."""
@@ -225,9 +244,9 @@ class VLLMGenerator:
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()
 
-    def probe(self, prompt: str) -> Probe:
+    def probe(self, prompt: str, json_schema: dict[str, Any] | None = None) -> Probe:
         """Run one prompt alone and read vLLM's own timestamps."""
-        out = self.llm.generate([prompt], self._latency, use_tqdm=False)[0]
+        out = self.llm.generate([prompt], self._params(self._latency, json_schema), use_tqdm=False)[0]
         stats = getattr(out, "metrics", None)
 
         def span(a: str, b: str) -> float | None:

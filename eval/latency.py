@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from eval.generate import Generator
 from eval.sample import ProbePart, SampleDraft
 
 
-def probe_drafts(drafts: Sequence[SampleDraft], probe_ids: set[str], generator: Generator) -> list[tuple[int, float]]:
+def probe_drafts(
+    drafts: Sequence[SampleDraft],
+    probe_ids: set[str],
+    generator: Generator,
+    json_schema: dict[str, Any] | None = None,
+) -> list[tuple[int, float]]:
     """Serial requests on the probe sample: the latency truth, free of batch queueing.
 
     Returns (uncached prompt tokens, prefill seconds) points for the prefill fit.
@@ -17,7 +23,8 @@ def probe_drafts(drafts: Sequence[SampleDraft], probe_ids: set[str], generator: 
     for draft in drafts:
         if draft.prompt is None or not draft.ok or draft.key.question_id not in probe_ids:
             continue
-        p = generator.probe(draft.prompt)
+        # A structured-output setting is probed under its schema: grammar compilation and masking are its bill.
+        p = generator.probe(draft.prompt, json_schema) if json_schema is not None else generator.probe(draft.prompt)
         r, c = draft.retrieval, draft.compression
         lookup = (r.retrieve_seconds or 0.0) + (r.rerank_seconds or 0.0)
         paid = (c.compress_seconds if c else 0.0) or 0.0

@@ -14,9 +14,9 @@ from typing import TypeVar
 
 from corpus.models import Hit, Question
 from corpus.retrieve import RetrievalMode
-from eval.answer_cache import CacheHit, cache_hits, serve_hits
+from eval.answer_cache import CacheHit, CacheLookups, add_lookups, cache_hits, serve_hits
 from eval.batch import generate_setting, reset_and_warm
-from eval.citations import CITED_INSTRUCTION
+from eval.citations import CITED_INSTRUCTION, CITED_SCHEMA
 from eval.components import Components
 from eval.faithfulness import ClaimChecker
 from eval.generate import WarmReport
@@ -94,25 +94,31 @@ class SettingRunner:
         name, generator, checker = setting.name, self.comps.generator, self.checker
         stage = f"setting {index}/{total} {name}"
         self.tick(stage, 0, len(self.questions))  # starts the stage's clock
-        hits = self.timed(f"answer_cache:{name}", partial(self.cache_hits, setting.answer_cache))
-        drafts = self.timed(f"compress:{name}", partial(self.prepare, setting, self.layout, hits))
+        cache = self.timed(f"answer_cache:{name}", partial(self.cache_hits, setting.answer_cache))
+        drafts = self.timed(f"compress:{name}", partial(self.prepare, setting, self.layout, cache.hits))
         # Each setting starts from the same cache state (only the stable prefix warm), so a setting never
         # profits from passages that an earlier setting happened to leave in the cache.
         cited = setting.output == "cited-json"
         self.timed(f"generate:{name}", partial(generate_setting, drafts, generator, self.prefix, cited))
-        serve_hits(drafts, hits)
+        probes = probe_ids(self.questions, self.config.probe_questions)
+        serve_hits(drafts, cache, probes)
         claims = self.timed(f"faithfulness:{name}", partial(judge_drafts, drafts, checker, self.comps.judge))
         reset_and_warm(generator, self.prefix)
-        probes = probe_ids(self.questions, self.config.probe_questions)
-        self.timed(f"probe:{name}", partial(probe_drafts, drafts, probes, generator))
+        schema = CITED_SCHEMA if cited else None
+        self.timed(f"probe:{name}", partial(probe_drafts, drafts, probes, generator, schema))
+        add_lookups(drafts, cache)
         spent = {k: v - before.get(k, 0.0) for k, v in self.stages.items() if v != before.get(k, 0.0)}
         return SettingOutput(setting, [d.row() for d in drafts], claims, spent)
 
-    def cache_hits(self, threshold: float | None) -> dict[str, CacheHit]:
-        """Questions the semantic answer cache serves at `threshold` (none when the cache is off)."""
+    def cache_hits(self, threshold: float | None) -> CacheLookups:
+        """Questions the semantic answer cache serves at `threshold` (none when the cache is off). The lookup
+        embeds each question afresh (in front of retrieval it would be the first to), not from the
+        embedder's recent-query memory.
+        """
         if threshold is None:
-            return {}
-        embed = self.comps.embedder.embed_query
+            return CacheLookups({}, {})
+        embedder = self.comps.embedder
+        embed = getattr(embedder, "embed_query_uncached", embedder.embed_query)
         ids, texts = [q.id for q in self.questions], [q.question for q in self.questions]
         return cache_hits(ids, lambda i: embed(texts[i]), threshold, texts)
 
@@ -148,7 +154,8 @@ class SettingRunner:
         instruction = CITED_INSTRUCTION if setting.output == "cited-json" else ""
         for i, q in enumerate(self.questions, start=1):
             if served and q.id in served:  # answered from the cache: no retrieval, compression or prompt
-                drafts.append(SampleDraft(key=_sample_key(self.run_id, setting, stored, q), retrieval=RetrievalPart()))
+                hit_key = _sample_key(self.run_id, setting, stored, q)
+                drafts.append(SampleDraft(key=hit_key, retrieval=RetrievalPart(), gold_docs=list(q.gold_doc_ids)))
                 continue
             key = (setting.retrieval, setting.reranker, q.id)
             hits = self.ranked[key][: setting.top_k]

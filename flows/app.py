@@ -25,13 +25,19 @@ RayAddressOption = Annotated[
 ]
 
 
-def ray_options(workers: int | None, address: str | None) -> Any:
+GpusOption = Annotated[
+    float | None, typer.Option(help="GPUs per Ray worker (1 on a GPU cluster: each vLLM engine gets one) [0].")
+]
+
+
+def ray_options(workers: int | None, address: str | None, gpus: float | None = None) -> Any:
     """Ray options from the flags, or None to run in this process."""
     if workers is None and address is None:
         return None
     from corpus.cluster import RayOptions
 
-    return RayOptions(address=address, **({"workers": workers} if workers is not None else {}))
+    given: dict[str, Any] = {k: v for k, v in (("workers", workers), ("gpus_per_worker", gpus)) if v is not None}
+    return RayOptions.model_validate({"address": address, **given})
 
 
 def prepare_environment() -> None:

@@ -16,6 +16,7 @@ import flows.cli_results  # noqa: F401  (registers report, gate, export and data
 from corpus.errors import CribsheetError
 from flows.app import (
     ConfigOption,
+    GpusOption,
     RayAddressOption,
     WorkersOption,
     app,
@@ -64,6 +65,7 @@ def index(
     ] = None,
     workers: WorkersOption = None,
     ray_address: RayAddressOption = None,
+    gpus_per_worker: GpusOption = None,
 ) -> None:
     """Chunk, embed and index a corpus into LanceDB; re-running embeds only new or changed documents."""
     prepare_environment()
@@ -92,7 +94,7 @@ def index(
         config = load_config(IndexConfig, config_file, overrides)
         log = log_path(config.index_path.parent, "index")
         with engine_log(log), progress():
-            rep = index_flow(config, ray=ray_options(workers, ray_address))
+            rep = index_flow(config, ray=ray_options(workers, ray_address, gpus_per_worker))
     except (CribsheetError, ValueError) as exc:
         fail(error_message(exc))
     for item in rep.skipped:
@@ -166,6 +168,7 @@ def sweep(
     ] = True,
     workers: WorkersOption = None,
     ray_address: RayAddressOption = None,
+    gpus_per_worker: GpusOption = None,
 ) -> None:
     """Run the grid of settings over a question set and store one row per question × setting."""
     prepare_environment()
@@ -203,7 +206,9 @@ def sweep(
         config = load_config(SweepConfig, config_file, overrides)  # names are checked here, before any model loads
         log = log_path(config.store_path.parent, "sweep")
         with engine_log(log), progress():
-            result = sweep_flow(config, resume=resume, reuse=reuse, ray=ray_options(workers, ray_address))
+            result = sweep_flow(
+                config, resume=resume, reuse=reuse, ray=ray_options(workers, ray_address, gpus_per_worker)
+            )
     except (CribsheetError, ValueError) as exc:
         fail(error_message(exc), log=log if log and log.exists() and log.stat().st_size else None)
     if result.resumed or result.settings_reused:

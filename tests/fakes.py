@@ -61,7 +61,7 @@ class ExtractingGenerator:
     def close(self) -> None:
         self.closed = True
 
-    def probe(self, prompt: str) -> Probe:
+    def probe(self, prompt: str, json_schema: dict[str, Any] | None = None) -> Probe:
         self.probes.append(prompt)
         n = count_words(prompt)
         cached = count_words(self.prefix) if prompt.startswith(self.prefix) else 0

@@ -47,6 +47,8 @@ def test_citation_precision_and_recall_against_the_gold_documents() -> None:
     assert absent.citation_recall is None and absent.citation_precision == 0.0
     _, out_of_range = citation_part('{"answer": "x", "citations": [9]}', docs, ["Asia"])
     assert out_of_range.schema_valid is False  # a citation of a passage the prompt did not have
+    _, repeated = citation_part('{"answer": "Asia", "citations": [1, 1]}', docs, ["Asia"])
+    assert repeated.schema_valid is True and repeated.citation_precision == 1.0
     raw, bad = citation_part("Asia", docs, ["Asia"])
     assert raw == "Asia" and bad.schema_valid is False and bad.citation_precision is None
 
@@ -55,10 +57,12 @@ def test_the_answer_cache_serves_a_question_close_to_an_answered_one_never_from_
     e = np.eye(3)
     vectors = [e[0], e[1], 0.99 * e[0] + 0.141 * e[2], e[0], e[2]]
     vectors = [v / np.linalg.norm(v) for v in vectors]
-    hits = cache_hits(["a", "b", "c", "d", "e"], lambda i: vectors[i], threshold=0.95)
+    lookups = cache_hits(["a", "b", "c", "d", "e"], lambda i: vectors[i], threshold=0.95)
+    hits = lookups.hits
+    assert set(lookups.lookup_s) == {"a", "b", "c", "d", "e"}  # every question pays a lookup
     assert {k: v.source for k, v in hits.items()} == {"c": "a", "d": "a"}
     assert hits["d"].similarity == pytest.approx(1.0) and hits["c"].lookup_s >= 0
-    assert cache_hits(["a", "b", "c", "d", "e"], lambda i: vectors[i], threshold=1.01) == {}
+    assert cache_hits(["a", "b", "c", "d", "e"], lambda i: vectors[i], threshold=1.01).hits == {}
 
 
 def test_bad_lever_values_are_refused_by_the_config() -> None:
@@ -135,5 +139,31 @@ def test_the_cache_guard_compares_the_numbers_and_names_of_two_questions(a: str,
 def test_the_guard_keeps_a_close_question_about_another_entity_out_of_the_cache() -> None:
     vectors = [np.array([1.0, 0.0]), np.array([1.0, 0.0])]
     texts = ["What is the capital of France?", "What is the capital of Spain?"]
-    assert cache_hits(["a", "b"], lambda i: vectors[i], 0.9)["b"].source == "a"  # cosine alone: a false hit
-    assert cache_hits(["a", "b"], lambda i: vectors[i], 0.9, texts) == {}
+    assert cache_hits(["a", "b"], lambda i: vectors[i], 0.9).hits["b"].source == "a"  # cosine alone: a false hit
+    assert cache_hits(["a", "b"], lambda i: vectors[i], 0.9, texts).hits == {}
+
+
+def test_a_prompt_too_long_for_the_engine_fails_alone_not_the_batch(setup: SweepSetup) -> None:
+    from tests.fakes import ExtractingGenerator
+
+    config, components = setup
+    generator = ExtractingGenerator()
+    comps = components(generator=generator)
+    result = run_sweep(
+        config.model_copy(update={"grid": GridConfig(compressions=[CompressionSpec()], top_ks=[3])}), comps
+    )
+    con = duckdb.connect(result.store_path)
+    lengths = [r[0] for r in con.execute("SELECT prompt_tokens FROM samples ORDER BY prompt_tokens").fetchall()]
+    con.close()
+    generator.max_prompt_tokens = lengths[1]  # type: ignore[attr-defined]  # the longer prompts no longer fit
+    config2 = config.model_copy(
+        update={
+            "store_path": config.store_path.with_name("long.duckdb"),
+            "grid": GridConfig(compressions=[CompressionSpec()], top_ks=[3]),
+        }
+    )
+    run_sweep(config2, comps, reuse=False)
+    con = duckdb.connect(str(config2.store_path))
+    rows = con.execute("SELECT status, error FROM samples ORDER BY prompt_tokens NULLS LAST").fetchall()
+    failed = [e for s, e in rows if s == "failed"]
+    assert 0 < len(failed) < len(rows) and all("exceeds max_model_len" in e for e in failed)
