@@ -183,8 +183,7 @@ class VLLMGenerator:
             kwargs["kv_cache_dtype"] = config.kv_cache_dtype
         self.llm = LLM(**kwargs)
         self.config_dtype = config.dtype
-        self.max_prompt_tokens = config.max_model_len - config.max_tokens
-        """Longest prompt the engine takes with room for an answer (longer ones fail alone, not the batch)."""
+        self.max_prompt_tokens = config.max_model_len - config.max_tokens  # longer prompts fail alone
         self.tokenizer = self.llm.get_tokenizer()
         self.sampling = SamplingParams(max_tokens=config.max_tokens, temperature=config.temperature, seed=config.seed)
         self._probe = SamplingParams(max_tokens=1, temperature=0.0)
