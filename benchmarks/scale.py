@@ -149,14 +149,16 @@ def _same_rows(a: Path, b: Path) -> dict[str, object]:
     return {"rows": len(rows[0]), "identical": rows[0] == rows[1], "differing": differing}
 
 
-def reuse(work: Path) -> dict[str, object]:
-    """Demo grid (computed once, or reused), then demo grid + one setting vs that setting alone."""
+def reuse(work: Path, limit: int | None = None) -> dict[str, object]:
+    """Demo grid (computed once, or reused), then demo grid + one setting vs that setting alone. Nothing may
+    change the code in between: the code version is part of the reuse key."""
     from corpus.bundled import DEMO_FILE
 
     index = work / "idx-local.lancedb"
     if not index.exists():
         _timed([CLI, "index", "--corpus", str(work / "corpus.jsonl"), "--index", str(index)])
     demo = [CLI, "sweep", "--index", str(index), "--questions", str(work / DEMO_FILE)]
+    demo += ["--limit", str(limit)] if limit else []
     grid = ["--top-k", "3", "--top-k", "8"] + [
         a for c in ("none", "llmlingua:4", "longllmlingua:4") for a in ("--compression", c)
     ]
@@ -186,6 +188,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "bench-scale")
     parser.add_argument("--ann", action="store_true", help="memory: let the ANN index build past its threshold")
     parser.add_argument("--sweep-questions", type=int, default=8)
+    parser.add_argument("--limit", type=int, default=None, help="reuse: only the first N demo questions")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     if args.part == "_index":
@@ -197,7 +200,7 @@ def main() -> None:
     if args.part in ("all", "ray"):
         ray_part(args.work, args.sweep_questions)
     if args.part in ("all", "reuse"):
-        reuse(args.work)
+        reuse(args.work, args.limit)
 
 
 if __name__ == "__main__":
