@@ -143,6 +143,18 @@ class HashEmbedder:
         return [len(t.split()) for t in texts]
 
 
+class CountingEmbedder(HashEmbedder):
+    """A hash embedder that counts the texts it embeds as documents."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.documents_embedded = 0
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.documents_embedded += len(texts)
+        return super().embed_documents(texts)
+
+
 class HashEmbedderConfig(BaseModel):
     """Dimension of the hash embedder."""
 

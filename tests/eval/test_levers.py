@@ -18,7 +18,7 @@ from eval.latency import fit_prefill
 from eval.prompt import PromptLayout, arrange
 from eval.rerank import CrossEncoderReranker, QueryLikelihoodReranker, RerankerDeps, build_reranker
 from eval.sweep import run_sweep
-from tests.fakes import HalvingCompressor, HashEmbedder, WordTokenizer, count_words
+from tests.fakes import CountingEmbedder, HalvingCompressor, HashEmbedder, WordTokenizer, count_words
 from tests.helpers import SweepSetup
 
 
@@ -66,16 +66,6 @@ def test_cross_encoder_reranks_by_the_real_model(tiny_cross_encoder: str) -> Non
     )
     assert [h.doc_id for h in out] == [HITS[i].doc_id for i in np.argsort(-expected, kind="stable")]
     assert [h.score for h in out] == pytest.approx(sorted(expected.tolist(), reverse=True), abs=1e-5)
-
-
-class CountingEmbedder(HashEmbedder):
-    def __init__(self) -> None:
-        super().__init__()
-        self.documents_embedded = 0
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        self.documents_embedded += len(texts)
-        return super().embed_documents(texts)
 
 
 def test_dense_rerank_reuses_the_index_vectors(tmp_path: Path, tiny_corpus: Path) -> None:

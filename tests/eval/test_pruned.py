@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from corpus.chunk import SentenceChunker
@@ -13,20 +11,8 @@ from corpus.errors import CribsheetError
 from corpus.index import IndexOptions, sync_index
 from corpus.sentences import SentenceVectors, chunk_sentences
 from eval.compress import COMPRESSORS, CompressorDeps, ExtractiveCompressor
-from tests.fakes import HashEmbedder, count_words
+from tests.fakes import CountingEmbedder, HashEmbedder, count_words
 from tests.helpers import load_documents
-
-
-class CountingEmbedder(HashEmbedder):
-    """Counts the texts it embeds as documents."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.embedded = 0
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        self.embedded += len(texts)
-        return super().embed_documents(texts)
 
 
 def _index(tmp_path: Path, corpus: Path, sentences: bool) -> Path:
@@ -50,9 +36,9 @@ def test_pruned_selects_like_extractive_without_embedding_a_stored_sentence(tmp_
     got = pruned.compress(passages, question, 3.0)
     want = ExtractiveCompressor(count_words, HashEmbedder()).compress(passages, question, 3.0)
     assert (got.texts, got.kept) == (want.texts, want.kept) and got.tokens_out < got.tokens_in
-    assert emb.embedded == 0 and pruned.missed == 0  # type: ignore[attr-defined]
+    assert emb.documents_embedded == 0 and pruned.missed == 0  # type: ignore[attr-defined]
     pruned.compress([*passages, "A sentence the index never saw."], question, 3.0)
-    assert emb.embedded == 1 and pruned.missed == 1  # type: ignore[attr-defined]
+    assert emb.documents_embedded == 1 and pruned.missed == 1  # type: ignore[attr-defined]
 
 
 def test_the_agnostic_twin_ignores_the_question(tmp_path: Path, tiny_corpus: Path) -> None:
