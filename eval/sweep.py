@@ -77,11 +77,11 @@ def run_sweep(
     settings = config.grid.expand()
     t0 = time.perf_counter()
     on_ray = ray is not None and components is None
-    comps = components or (None if on_ray else build_components(config, settings))
     index_version, corpus_sha256 = (
-        (comps.index_version, comps.corpus_sha256) if comps is not None else index_identity(config)
+        (components.index_version, components.corpus_sha256) if components is not None else index_identity(config)
     )
     stages["load_models"] = time.perf_counter() - t0
+    sweep: _Sweep | None = None
     try:
         store = DuckDBStore(config.store_path)
         new = new_run_id()
@@ -93,7 +93,7 @@ def run_sweep(
         if claim.resumed:
             tick(f"resuming run {run_id}: {len(claim.done)} of {len(settings)} settings kept", 1, 1)
         try:
-            sweep = _Sweep(config, comps, store, run_id, questions, stages, tick)
+            sweep = _Sweep(config, components, store, run_id, questions, stages, tick)
             sweep.done, sweep.resumed = claim.done, claim.resumed
             sweep.reuse_key = row.reuse_key if reuse else None
             sweep.ray, sweep.index_version, sweep.wrap = (ray if on_ray else None), index_version, wrap
@@ -103,8 +103,8 @@ def run_sweep(
             store.finish_run(run_id, "failed", error=error, stage_seconds=dumps(stages))
             raise
     finally:
-        if components is None and comps is not None:  # the engine we started, we stop
-            comps.close()
+        if sweep is not None and sweep.owns_components and sweep.comps is not None:  # the engine we started, we stop
+            sweep.comps.close()
 
 
 @dataclass
@@ -129,6 +129,19 @@ class _Sweep:
     index_version: int | None = None
     """The index version this run reads (Ray workers are pinned to it)."""
     wrap: SettingWrap | None = None
+    owns_components: bool = False
+    """`comps` were built here (for the settings left to compute) and are closed by `run_sweep`."""
+
+    def _components(self, todo: list[Setting]) -> Components:
+        """This process's backends: the ones passed in, or built now for the settings left to compute only,
+        so a rerun that keeps or reuses most of its grid loads no model those settings alone would need.
+        """
+        if self.comps is None:
+            t0 = time.perf_counter()
+            pinned = self.config.model_copy(update={"index_version": self.index_version})
+            self.comps, self.owns_components = build_components(pinned, todo), True
+            self.stages["load_models"] = self.stages.get("load_models", 0.0) + time.perf_counter() - t0
+        return self.comps
 
     def run(self, settings: list[Setting]) -> SweepResult:
         """Every setting, one transaction each; then the run's summary."""
@@ -142,7 +155,7 @@ class _Sweep:
         n_candidates = max(self.config.retrieve_n, *(s.top_k for s in settings))
         n_rows = 0
         warm: WarmReport | None = None
-        precision = getattr(self.comps.generator, "precision", None) if self.comps else None
+        precision: str | None = None
 
         def write(out: SettingOutput) -> None:
             nonlocal n_rows
@@ -155,14 +168,15 @@ class _Sweep:
             if failed:
                 self.tick(f"{out.setting.name}: failed samples", failed, failed)
 
-        if self.comps is None:
+        if todo and self.ray is not None:
             from eval.distributed import run_on_ray
 
             pinned = self.config.model_copy(update={"index_version": self.index_version})
-            assert self.ray is not None
             warm, precision = run_on_ray(self.ray, pinned, self.run_id, self.questions, n_candidates, todo, write)
-        else:
-            runner = SettingRunner(self.config, self.comps, self.run_id, self.questions, n_candidates, self.tick)
+        elif todo:
+            comps = self._components(todo)
+            precision = getattr(comps.generator, "precision", None)
+            runner = SettingRunner(self.config, comps, self.run_id, self.questions, n_candidates, self.tick)
             warm = runner.warm()
             for index, setting in enumerate(todo, start=1):
                 compute = partial(runner.compute, setting, index, len(todo))

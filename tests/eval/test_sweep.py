@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import duckdb
+import pytest
 
 from corpus.models import Hit
+from eval.components import Components
+from eval.generate import GeneratorConfig
+from eval.settings import GridConfig, Setting, SweepConfig
 from eval.sweep import run_sweep
 from tests.fakes import ExtractingGenerator, HalvingCompressor
 from tests.helpers import SweepSetup
@@ -90,3 +94,33 @@ def test_retrieval_scores() -> None:
     assert retrieval_scores(hits, ["c"], 2) == {"gold_rank": 3, "retrieval_recall": 0.0, "candidate_recall": 1.0}
     assert retrieval_scores(hits, ["b", "z"], 2) == {"gold_rank": 2, "retrieval_recall": 0.5, "candidate_recall": 0.5}
     assert retrieval_scores(hits, [], 2) == {"gold_rank": None, "retrieval_recall": None, "candidate_recall": None}
+
+
+def test_a_rerun_builds_models_only_for_the_settings_it_computes(
+    setup: SweepSetup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import eval.sweep as sweep_module
+
+    config, _ = setup
+    built: list[list[str]] = []
+    real = sweep_module.build_components
+
+    def recording(config: SweepConfig, settings: list[Setting]) -> Components:
+        built.append(sorted(s.compressor for s in settings))
+        return real(config, settings)
+
+    monkeypatch.setattr(sweep_module, "build_components", recording)
+    named = config.model_copy(update={"embedder": "hash", "generator": GeneratorConfig(name="fake")})
+    none_only = named.model_copy(update={"grid": GridConfig(compressions=[{"compressor": "none"}], top_ks=[1])})
+    both = named.model_copy(
+        update={"grid": GridConfig(compressions=[{"compressor": "none"}, {"compressor": "halving", "target_ratio": 2}], top_ks=[1])}
+    )
+    first = run_sweep(none_only)
+    second = run_sweep(both)  # the "none" setting is reused: the models are built for "halving" alone
+    third = run_sweep(both)  # everything reused: no model is built
+    assert (first.settings_computed, second.settings_computed, third.settings_computed) == (1, 1, 0)
+    assert (second.settings_reused, third.settings_reused) == (1, 2)
+    assert built == [["none"], ["halving"]]
+    con = duckdb.connect(third.store_path, read_only=True)
+    assert con.execute("SELECT count(*) FROM samples WHERE run_id = ?", [third.run_id]).fetchone() == (8,)
+    assert con.execute("SELECT status FROM runs WHERE run_id = ?", [third.run_id]).fetchone() == ("ok",)
