@@ -133,7 +133,7 @@ class _Sweep:
     """`comps` were built here (for the settings left to compute) and are closed by `run_sweep`."""
 
     def _components(self, todo: list[Setting]) -> Components:
-        """This process's backends: the ones passed in, or built now for the settings left to compute only,
+        """The backends of this process: the ones passed in, or built now for the settings left to compute only,
         so a rerun that keeps or reuses most of its grid loads no model those settings alone would need.
         """
         if self.comps is None:

@@ -112,9 +112,8 @@ def test_a_rerun_builds_models_only_for_the_settings_it_computes(
     monkeypatch.setattr(sweep_module, "build_components", recording)
     named = config.model_copy(update={"embedder": "hash", "generator": GeneratorConfig(name="fake")})
     none_only = named.model_copy(update={"grid": GridConfig(compressions=[{"compressor": "none"}], top_ks=[1])})
-    both = named.model_copy(
-        update={"grid": GridConfig(compressions=[{"compressor": "none"}, {"compressor": "halving", "target_ratio": 2}], top_ks=[1])}
-    )
+    halving = {"compressor": "halving", "target_ratio": 2}
+    both = named.model_copy(update={"grid": GridConfig(compressions=[{"compressor": "none"}, halving], top_ks=[1])})
     first = run_sweep(none_only)
     second = run_sweep(both)  # the "none" setting is reused: the models are built for "halving" alone
     third = run_sweep(both)  # everything reused: no model is built
