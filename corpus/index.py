@@ -16,7 +16,7 @@ from corpus.errors import CribsheetError
 from corpus.index_batch import Batch, BatchPool, EmbeddedBatch, LocalBatches, RayBatches, document_coverage
 from corpus.models import Document
 from corpus.runtime import release_memory
-from corpus.sentences import SENTENCE_TABLE, open_sentences
+from corpus.sentences import add_sentences
 from corpus.sources import Skipped
 from corpus.table import (
     REPORT_FILE,
@@ -31,6 +31,7 @@ from corpus.table import (
     open_table,
     read_spec,
     table_schema,
+    write_fresh,
 )
 
 __all__ = [
@@ -127,8 +128,8 @@ def _sync(
 
     db = lancedb.connect(str(path))
     schema = table_schema(spec)
-    table = db.create_table(TABLE, schema=schema) if full else db.open_table(TABLE)
-    existing = {} if full else _doc_hashes(table)
+    table = None if full else db.open_table(TABLE)
+    existing = {} if table is None else _doc_hashes(table)
     counts: dict[str, int] = {"added": 0, "changed": 0, "unchanged": 0, "chunks_written": 0}
     seen: set[str] = set()
     low: list[DocCoverage] = []  # only the documents below min_coverage are kept: memory stays flat
@@ -158,27 +159,27 @@ def _sync(
             yield pending
 
     sentences: Any = None
-    for done in pool.map(batches()):
-        for c in done.coverage:
-            words["parser"] += c.parser_words
-            words["indexed"] += c.indexed_words
-            if c.coverage < opts.min_coverage:
-                low.append(c)
-        if done.sentences is not None and done.sentences.num_rows:
-            if sentences is None:  # duplicates across batches are harmless: the table is content-addressed
-                sentences = open_sentences(db)
-            if sentences is None:
-                sentences = db.create_table(SENTENCE_TABLE, data=done.sentences)
-            elif full:  # a fresh table: duplicates across batches are few and harmless (content-addressed)
-                sentences.add(done.sentences)
-            else:  # an incremental sync re-embeds changed documents: keep one row per sentence
-                sentences.merge_insert("key").when_not_matched_insert_all().execute(done.sentences)
-        if full:  # a fresh table: nothing to match, a plain append (a merge would scan every earlier batch)
-            table.add(done.data)
+
+    def embedded() -> Iterator[EmbeddedBatch]:
+        """Each embedded batch, its coverage counted and its sentence vectors stored."""
+        nonlocal sentences
+        for done in pool.map(batches()):
+            for c in done.coverage:
+                words["parser"] += c.parser_words
+                words["indexed"] += c.indexed_words
+                if c.coverage < opts.min_coverage:
+                    low.append(c)
+            if done.sentences is not None and done.sentences.num_rows:
+                sentences = add_sentences(db, sentences, done.sentences, full)
             counts["chunks_written"] += done.data.num_rows
-        else:
-            counts["chunks_written"] += _merge(table, done, existing)
-        release_memory()
+            yield done
+            release_memory()
+
+    if table is None:  # a fresh table, streamed in one write: no merge, no small fragments to compact later
+        table = write_fresh(db, TABLE, schema, (done.data for done in embedded()))
+    else:
+        for done in embedded():
+            _merge(table, done, existing)
     gone = sorted(set(existing) - seen)
     for i in range(0, len(gone), 500):
         table.delete(f"doc_id IN ({_sql_list(gone[i : i + 500])})")
@@ -188,7 +189,7 @@ def _sync(
         raise CribsheetError("the corpus has no usable documents (see the skipped list)")
     n_chunks = table.count_rows()
     if full or counts["added"] or counts["changed"] or gone:
-        _refresh_indices(table, n_chunks, opts)
+        _refresh_indices(table, n_chunks, opts, compact=not full)
         if sentences is not None:
             from lancedb.index import BTree
 
@@ -233,7 +234,10 @@ def _merge(table: Any, done: EmbeddedBatch, existing: dict[str, str]) -> int:
     return int(done.data.num_rows)
 
 
-def _refresh_indices(table: Any, n_chunks: int, opts: IndexOptions) -> None:
+def _refresh_indices(table: Any, n_chunks: int, opts: IndexOptions, compact: bool = True) -> None:
+    """Full-text and (past `ann_threshold`) vector indices; `compact` folds merged batches into the indices and
+    compacts their fragments (a fresh table, written in one stream, has nothing to fold or compact).
+    """
     names = {str(getattr(ix, "index_type", "")) for ix in table.list_indices()}
     if "FTS" not in names:
         from lancedb.index import FTS
@@ -250,7 +254,8 @@ def _refresh_indices(table: Any, n_chunks: int, opts: IndexOptions) -> None:
             "HNSW_SQ": kinds.HnswSq,
         }[opts.ann_index_type](distance_type="cosine")
         table.create_index("vector", config=config, replace=True)
-    table.optimize()  # folds new rows into the FTS/ANN indices and compacts small fragments
+    if compact:
+        table.optimize()  # folds new rows into the FTS/ANN indices and compacts small fragments
 
 
 def _has_vector_index(table: Any) -> bool:

@@ -82,3 +82,16 @@ class SentenceVectors:
         for key, vector in zip(rows.column("key").to_pylist(), vectors, strict=True):
             found[keys[key]] = np.asarray(vector, dtype=np.float32)
         return found
+
+
+def add_sentences(db: Any, sentences: Any, rows: Any, full: bool) -> Any:
+    """A batch's sentence vector rows into the content-addressed `sentences` table (created on first use); the table."""
+    if sentences is None:
+        sentences = open_sentences(db)
+    if sentences is None:
+        return db.create_table(SENTENCE_TABLE, data=rows)
+    if full:  # a fresh table: duplicates across batches are few and harmless (content-addressed)
+        sentences.add(rows)
+    else:  # an incremental sync re-embeds changed documents: keep one row per sentence
+        sentences.merge_insert("key").when_not_matched_insert_all().execute(rows)
+    return sentences

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -191,3 +192,27 @@ def open_table(path: Path, version: int | None = None) -> Any:
     if version is not None:
         table.checkout(version)
     return table
+
+
+def write_fresh(db: Any, name: str, schema: Any, batches: Iterator[Any]) -> Any:
+    """Table `name` written from a stream of Arrow tables in one LanceDB write (bounded memory: the
+    writer pulls batch by batch). An error raised while producing a batch is re-raised as itself.
+    """
+    import pyarrow as pa
+
+    failure: list[BaseException] = []
+
+    def record_batches() -> Iterator[Any]:
+        try:
+            for data in batches:
+                yield from data.cast(schema).to_batches()
+        except BaseException as exc:
+            failure.append(exc)
+            raise
+
+    try:
+        return db.create_table(name, data=pa.RecordBatchReader.from_batches(schema, record_batches()), schema=schema)
+    except BaseException:
+        if failure:
+            raise failure[0] from None
+        raise

@@ -43,3 +43,15 @@ def test_every_deployment_config_file_loads_into_its_flow_model() -> None:
         assert type(config) is models[dep["name"]]
     sweep = load_config(SweepConfig, ROOT / "configs/nightly-sweep.yaml")
     assert len(sweep.grid.expand()) == 6 and sweep.generator.name == "vllm"
+
+
+def test_the_seed_scale_config_is_four_4x_settings_at_about_4000_context_tokens() -> None:
+    from eval.settings import SweepConfig
+    from flows.config import load_config
+
+    sweep = load_config(SweepConfig, ROOT / "configs/seed-scale-sweep.yaml")
+    settings = sweep.grid.expand()
+    assert {s.compressor for s in settings} == {"none", "pruned", "extractive", "longllmlingua"}
+    assert {s.top_k for s in settings} == {40} and sweep.retrieve_n >= 40
+    assert all(s.target_ratio == 4.0 for s in settings if s.compressor != "none")
+    assert sweep.generator.max_model_len >= 8192  # a ~4,000-token prompt fits with room to spare
