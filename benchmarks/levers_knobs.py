@@ -85,14 +85,14 @@ def knobs(base: Any, prompts: list[str], golds: list[list[str]], prefix: str, n_
 def cited(gen: Any, layout: Any, rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Every compressor's prompts again with the cited-json output: schema-valid rate and citation precision
     and recall against the gold documents."""
-    from eval.citations import CITED_INSTRUCTION, CITED_SCHEMA, citation_part
+    from eval.citations import CITED_INSTRUCTION, citation_part, cited_schema
     from eval.metrics import answer_contains
 
     figures: dict[str, Any] = {}
     print(f"{'cited-json':<15}{'valid':>7}{'cit P':>7}{'cit R':>7}{'ans rec':>8}")
     for name, items in rows.items():
         prompts = [layout.render(r["context"], r["question"], CITED_INSTRUCTION) for r in items]
-        outs = gen.generate(prompts, CITED_SCHEMA)
+        outs = gen.generate(prompts, [cited_schema(len(r["docs"])) for r in items])
         parts = [citation_part(o.text, r["docs"], r["gold_docs"]) for o, r in zip(outs, items, strict=True)]
         valid = statistics.fmean(bool(p.schema_valid) for _, p in parts)
         precision = [p.citation_precision for _, p in parts if p.citation_precision is not None]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eval.citations import CITED_SCHEMA, citation_part
+from eval.citations import citation_part, cited_schema
 from eval.generate import Generator
 from eval.sample import GenerationPart, SampleDraft
 from eval.scoring import score_answer
@@ -28,7 +28,8 @@ def generate_setting(drafts: list[SampleDraft], generator: Generator, prefix: st
     waiting = [d for d in drafts if d.prompt is not None and d.error is None]
     try:
         prompts = [d.prompt or "" for d in waiting]
-        gens = generator.generate(prompts, CITED_SCHEMA) if cited else generator.generate(prompts)
+        schemas = [cited_schema(len(d.passage_docs or [])) for d in waiting]  # only passages the prompt has
+        gens = generator.generate(prompts, schemas) if cited else generator.generate(prompts)
         if len(gens) != len(waiting):
             raise RuntimeError(f"generator returned {len(gens)} outputs for {len(waiting)} prompts")
     except Exception as exc:

@@ -27,6 +27,20 @@ CITED_SCHEMA: dict[str, Any] = {
 valid object fits the engine's `SCHEMA_MAX_TOKENS` (no whitespace between tokens: the engine's
 `disable_any_whitespace`, set on the engine)."""
 
+
+def cited_schema(n_passages: int) -> dict[str, Any]:
+    """CITED_SCHEMA with its citations held to passages 1..n_passages of the prompt (unchanged when the
+    prompt's passages are unknown, n_passages 0), so the engine cannot cite a passage the prompt lacks.
+    """
+    if n_passages < 1:
+        return CITED_SCHEMA
+    cites = {
+        **CITED_SCHEMA["properties"]["citations"],
+        "items": {"type": "integer", "minimum": 1, "maximum": n_passages},
+    }
+    return {**CITED_SCHEMA, "properties": {**CITED_SCHEMA["properties"], "citations": cites}}
+
+
 CITED_INSTRUCTION = (
     'Reply with JSON only: {"answer": "<the shortest answer, or I don\'t know>", '
     '"citations": [<numbers of the passages that state it>]}.'

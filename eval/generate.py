@@ -69,8 +69,7 @@ class Generation(BaseModel):
     text: str
     prompt_tokens: int
     cached_tokens: int  # prompt tokens served from the prefix cache
-    ttft_s: float | None
-    """Time to first token as vLLM measured it (None when the engine does not report it)."""
+    ttft_s: float | None  # time to first token as vLLM measured it (None when the engine reports none)
 
 
 class Probe(BaseModel):
@@ -79,8 +78,7 @@ class Probe(BaseModel):
     prompt_tokens: int
     cached_tokens: int
     ttft_s: float | None  # arrival to first token, as vLLM measured it
-    prefill_s: float | None
-    """Scheduled to first token: the engine's own prefill time."""
+    prefill_s: float | None  # scheduled to first token: the engine's own prefill time
     decode_s: float | None  # first to last token
     output_tokens: int
 
@@ -94,14 +92,17 @@ class WarmReport(BaseModel):
     warm_ttft_s: float | None
 
 
+Schemas = dict[str, Any] | list[dict[str, Any]] | None  # one JSON schema for a batch, or one per prompt
+
+
 class Generator(Protocol):
     """Batch text generation with per-request token and latency accounting."""
 
     name: str
 
-    def generate(self, prompts: Sequence[str], json_schema: dict[str, Any] | None = None) -> list[Generation]:
-        """One batch: an answer with token counts and TTFT per prompt, in order; with `json_schema`, every
-        answer is held to it (the engine's structured output).
+    def generate(self, prompts: Sequence[str], json_schema: Schemas = None) -> list[Generation]:
+        """One batch: an answer with token counts and TTFT per prompt, in order; with `json_schema` (one for
+        every prompt, or a list with one per prompt), answers are held to it (the engine's structured output).
         """
         ...
 
@@ -149,8 +150,7 @@ GENERATORS: Registry[Generator, GeneratorDeps] = Registry("generator")
 """Registered generators; `GeneratorConfig.name` names one."""
 
 
-SCHEMA_MAX_TOKENS = 160
-"""Tokens a schema-held answer may use: room for the bounded cited-JSON object, never cut off mid-object."""
+SCHEMA_MAX_TOKENS = 160  # tokens a schema-held answer may use: the bounded cited-JSON object fits
 
 
 class VLLMGenerator:
@@ -204,11 +204,10 @@ class VLLMGenerator:
         value = getattr(metrics, "first_token_latency", None) if metrics is not None else None
         return float(value) if value is not None and value > 0 else None
 
-    def generate(self, prompts: Sequence[str], json_schema: dict[str, Any] | None = None) -> list[Generation]:
+    def generate(self, prompts: Sequence[str], json_schema: Schemas = None) -> list[Generation]:
         """One engine batch with the sweep's sampling parameters (held to `json_schema` when given)."""
-        params = self._params(self.sampling, json_schema)
-        if json_schema is not None:  # room for the whole object: a cut-off JSON answer would be invalid
-            params.max_tokens = max(params.max_tokens or 0, SCHEMA_MAX_TOKENS)
+        schemas = json_schema if isinstance(json_schema, list) else [json_schema] * len(prompts)
+        params = [self._params(self.sampling, s, SCHEMA_MAX_TOKENS) for s in schemas]
         outs = self.llm.generate(list(prompts), params, use_tqdm=True)
         return [
             Generation(
@@ -221,14 +220,15 @@ class VLLMGenerator:
         ]
 
     @staticmethod
-    def _params(base: Any, json_schema: dict[str, Any] | None) -> Any:
-        """`base`, or a copy held to `json_schema` by the engine's structured output."""
+    def _params(base: Any, json_schema: dict[str, Any] | None, min_tokens: int = 0) -> Any:
+        """`base`, or a copy held to `json_schema` with room (`min_tokens`) to close the whole object."""
         if json_schema is None:
             return base
         from vllm.sampling_params import StructuredOutputsParams
 
         params = base.clone()
         params.structured_outputs = StructuredOutputsParams(json=json_schema)
+        params.max_tokens = max(params.max_tokens or 0, min_tokens)
         return params
 
     def reset_cache(self) -> None:

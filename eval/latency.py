@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from eval.citations import cited_schema
 from eval.generate import Generator
 from eval.sample import ProbePart, SampleDraft
 
@@ -13,7 +13,7 @@ def probe_drafts(
     drafts: Sequence[SampleDraft],
     probe_ids: set[str],
     generator: Generator,
-    json_schema: dict[str, Any] | None = None,
+    cited: bool = False,
 ) -> list[tuple[int, float]]:
     """Serial requests on the probe sample: the latency truth, free of batch queueing.
 
@@ -24,7 +24,8 @@ def probe_drafts(
         if draft.prompt is None or not draft.ok or draft.key.question_id not in probe_ids:
             continue
         # A structured-output setting is probed under its schema: grammar compilation and masking are its bill.
-        p = generator.probe(draft.prompt, json_schema) if json_schema is not None else generator.probe(draft.prompt)
+        schema = cited_schema(len(draft.passage_docs or [])) if cited else None
+        p = generator.probe(draft.prompt, schema) if schema is not None else generator.probe(draft.prompt)
         r, c = draft.retrieval, draft.compression
         lookup = (r.retrieve_seconds or 0.0) + (r.rerank_seconds or 0.0)
         paid = (c.compress_seconds if c else 0.0) or 0.0

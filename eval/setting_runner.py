@@ -16,7 +16,7 @@ from corpus.models import Hit, Question
 from corpus.retrieve import RetrievalMode
 from eval.answer_cache import CacheHit, CacheLookups, add_lookups, cache_hits, serve_hits
 from eval.batch import generate_setting, reset_and_warm
-from eval.citations import CITED_INSTRUCTION, CITED_SCHEMA
+from eval.citations import CITED_INSTRUCTION
 from eval.components import Components
 from eval.faithfulness import ClaimChecker
 from eval.generate import WarmReport
@@ -104,8 +104,7 @@ class SettingRunner:
         serve_hits(drafts, cache, probes)
         claims = self.timed(f"faithfulness:{name}", partial(judge_drafts, drafts, checker, self.comps.judge))
         reset_and_warm(generator, self.prefix)
-        schema = CITED_SCHEMA if cited else None
-        self.timed(f"probe:{name}", partial(probe_drafts, drafts, probes, generator, schema))
+        self.timed(f"probe:{name}", partial(probe_drafts, drafts, probes, generator, cited))
         add_lookups(drafts, cache)
         spent = {k: v - before.get(k, 0.0) for k, v in self.stages.items() if v != before.get(k, 0.0)}
         return SettingOutput(setting, [d.row() for d in drafts], claims, spent)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from corpus.embed import EMBEDDERS, Embedder
 from eval.compress import COMPRESSORS, CachedAgnosticCompressor, CompressionResult, Compressor, CompressorDeps
 from eval.compress.cache import CompressionCache
-from eval.generate import GENERATORS, Generation, Generator, GeneratorDeps, Probe, WarmReport
+from eval.generate import GENERATORS, Generation, Generator, GeneratorDeps, Probe, Schemas, WarmReport
 
 
 def count_words(text: str) -> int:
@@ -39,6 +39,7 @@ class ExtractingGenerator:
     def __init__(self, fail: bool = False) -> None:
         self.tokenizer = WordTokenizer()
         self.batches: list[list[str]] = []
+        self.schemas: list[Schemas] = []  # what each batch was held to
         self.fail = fail
         self.prefix = ""
         self.resets = 0
@@ -74,10 +75,11 @@ class ExtractingGenerator:
             output_tokens=3,
         )
 
-    def generate(self, prompts: Sequence[str], json_schema: dict[str, Any] | None = None) -> list[Generation]:
+    def generate(self, prompts: Sequence[str], json_schema: Schemas = None) -> list[Generation]:
         if self.fail:
             raise RuntimeError("engine died")
         self.batches.append(list(prompts))
+        self.schemas.append(json_schema)
         outs = []
         for p in prompts:
             m = re.search(r"\[1\] (?:[^:\n]+: )?([^.\n]*)", p)

@@ -53,6 +53,27 @@ def test_citation_precision_and_recall_against_the_gold_documents() -> None:
     assert raw == "Asia" and bad.schema_valid is False and bad.citation_precision is None
 
 
+def test_the_cited_schema_holds_citations_to_the_prompts_passages_and_bounds_the_answer() -> None:
+    import jsonschema
+
+    from eval.citations import CITED_SCHEMA, cited_schema
+
+    four = cited_schema(4)
+    jsonschema.validate({"answer": "Asia", "citations": [1, 4]}, four)
+    for bad in (
+        {"answer": "Asia", "citations": [5]},  # the prompt has 4 passages
+        {"answer": "Asia", "citations": [0]},
+        {"answer": "x" * 81, "citations": [1]},  # bounded, so the object closes within the token allowance
+        {"answer": "Asia"},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, four)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"answer": "Asia", "citations": list(range(1, 10))}, cited_schema(20))  # 8 at most
+    assert cited_schema(0) == CITED_SCHEMA  # passages unknown: only the shape is held
+    jsonschema.validate({"answer": "Asia", "citations": [7]}, cited_schema(0))
+
+
 def test_the_answer_cache_serves_a_question_close_to_an_answered_one_never_from_a_hit() -> None:
     e = np.eye(3)
     vectors = [e[0], e[1], 0.99 * e[0] + 0.141 * e[2], e[0], e[2]]
@@ -93,7 +114,14 @@ def test_a_sweep_with_cited_answers_and_an_answer_cache_marks_and_scores_them(
         compressions=[CompressionSpec()], top_ks=[3], outputs=["text", "cited-json"], answer_caches=[None, 0.99]
     )
     config = config.model_copy(update={"questions_path": questions, "grid": grid})
-    run_sweep(config, components())
+    comps = components()
+    run_sweep(config, comps)
+    held = [s for s in comps.generator.schemas if s is not None]
+    assert len(held) == 2 and all(isinstance(s, list) for s in held)  # one schema per prompt, per cited setting
+    # each prompt's citations are held to its own 3 passages (top-3), so none can point past them
+    assert {json.dumps(s["properties"]["citations"]["items"]) for batch in held for s in batch} == {
+        json.dumps({"type": "integer", "minimum": 1, "maximum": 3})
+    }
     con = duckdb.connect(str(config.store_path), read_only=True)
     rows = con.execute(
         "SELECT setting_name, question_id, answer, answer_contains, schema_valid, citations, citation_precision, "
