@@ -44,7 +44,11 @@ def _questions(work: Path, n_pairs: int) -> tuple[Path, dict[str, tuple[str, boo
     for kind in ("near_miss_attribute", "near_miss_entity"):
         chosen += [p for p in held_out if p.kind == kind][: n_pairs // 4]
     first = [{"id": f"{p.id}-a", "question": p.a, "answers": p.answers_a, "gold_doc_ids": [p.doc_id]} for p in chosen]
-    second = [{"id": f"{p.id}-b", "question": p.b, "answers": p.answers_b} for p in chosen]
+    # A near miss about another subject has no known answer: kept out of answer metrics (answerable false).
+    second = [
+        {"id": f"{p.id}-b", "question": p.b, "answers": p.answers_b or ["(unknown)"], "answerable": bool(p.answers_b)}
+        for p in chosen
+    ]
     path = work / "answer_cache_pairs.jsonl"
     path.write_text("".join(json.dumps(q) + "\n" for q in first + second))
     return path, {f"{p.id}-b": (f"{p.id}-a", p.should_hit) for p in chosen}
