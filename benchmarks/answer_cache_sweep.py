@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +55,12 @@ def _questions(work: Path, n_pairs: int) -> tuple[Path, dict[str, tuple[str, boo
     return path, {f"{p.id}-b": (f"{p.id}-a", p.should_hit) for p in chosen}
 
 
+def _mean(values: Iterable[float | None]) -> float | None:
+    """Mean of the known values (a failed row has none), rounded; None when there is none."""
+    known = [v for v in values if v is not None]
+    return round(statistics.fmean(known), 3) if known else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=40)
@@ -65,6 +72,8 @@ def main() -> None:
     quiet_offline_env()
     args.work.mkdir(parents=True, exist_ok=True)
     questions, second = _questions(args.work, args.pairs)
+    asked = [json.loads(line) for line in questions.read_text().splitlines()]
+    answerable = {q["id"] for q in asked if q.get("answerable", True)}
     n = 2 * len(second)
     index, store = args.work / "idx-local.lancedb", args.work / "answer-cache.duckdb"
     if not index.exists():
@@ -92,6 +101,7 @@ def main() -> None:
     false = [q for q, (_, should) in second.items() if not should and on[q][0] is not None]
     other = [q for q, (hit, _, _) in on.items() if hit is not None and second.get(q, ("", False))[0] != hit]
     hits = [q for q, (hit, _, _) in on.items() if hit is not None]
+    scored = [q for q in hits if q in answerable]  # a near miss about another subject has no known answer
     saved = [off[q][0] - on[q][1] for q in hits if off[q][0] is not None and on[q][1] is not None]
     n_para = sum(s for _, s in second.values())
     figures = {
@@ -102,8 +112,8 @@ def main() -> None:
         "near_miss_false_hit_rate": round(len(false) / (len(second) - n_para), 3),
         "hits_on_another_question": len(other),
         "hits": len(hits),
-        "hit_answer_recall": round(statistics.fmean(on[q][2] for q in hits), 3) if hits else None,
-        "same_questions_engine_answer_recall": round(statistics.fmean(off[q][1] for q in hits), 3) if hits else None,
+        "hit_answer_recall": _mean(on[q][2] for q in scored),
+        "same_questions_engine_answer_recall": _mean(off[q][1] for q in scored),
         "e2e_off_s_mean": round(statistics.fmean(e for e, _ in off.values() if e is not None), 4),
         "hit_lookup_s_mean": round(statistics.fmean(on[q][1] for q in hits), 4) if hits else None,
         "saved_s_per_hit": round(statistics.fmean(saved), 4) if saved else None,

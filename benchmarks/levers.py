@@ -116,6 +116,7 @@ def main() -> None:
                     "golds": q.answers,
                     "question": q.question,
                     "docs": [top[i].doc_id for i in kept] if len(kept) == len(comp.texts) else [],
+                    "n_passages": len(comp.texts),  # numbered in the prompt: what a citation may name
                     "gold_docs": list(q.gold_doc_ids),
                     "uncached": probe.prompt_tokens - probe.cached_tokens,
                 }

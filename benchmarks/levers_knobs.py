@@ -92,7 +92,7 @@ def cited(gen: Any, layout: Any, rows: dict[str, list[dict[str, Any]]]) -> dict[
     print(f"{'cited-json':<15}{'valid':>7}{'cit P':>7}{'cit R':>7}{'ans rec':>8}")
     for name, items in rows.items():
         prompts = [layout.render(r["context"], r["question"], CITED_INSTRUCTION) for r in items]
-        outs = gen.generate(prompts, [cited_schema(len(r["docs"])) for r in items])
+        outs = gen.generate(prompts, [cited_schema(r["n_passages"]) for r in items])
         parts = [citation_part(o.text, r["docs"], r["gold_docs"]) for o, r in zip(outs, items, strict=True)]
         valid = statistics.fmean(bool(p.schema_valid) for _, p in parts)
         precision = [p.citation_precision for _, p in parts if p.citation_precision is not None]

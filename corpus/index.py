@@ -68,13 +68,13 @@ def sync_index(
 ) -> IndexReport:
     """Bring the index at `path` in line with `docs`: embed only new or changed documents, drop deleted ones.
 
-    A first build (or a changed embedder/chunker, or `rebuild`) writes a fresh table in a temporary
-    sibling folder and moves it into place when complete. An incremental sync commits each batch with one
-    atomic merge (a document's old chunks are replaced in the same commit that adds its new ones), so every
-    LanceDB version is readable and each document in it is entirely old or entirely new; a crash leaves
-    the previous versions intact and the next sync picks up where it stopped. With `ray`, batches are chunked
-    and embedded on Ray workers (each with its own embedder, built from its registered name `embedder_ref`)
-    and merged here as they return.
+    A first build (or a changed embedder/chunker, or `rebuild`) streams every batch into one write of a
+    fresh table in a temporary sibling folder and moves it into place when complete. An incremental sync
+    commits each batch with one atomic merge (a document's old chunks are replaced in the same commit that
+    adds its new ones), so every LanceDB version is readable and each document in it is entirely old or
+    entirely new; a crash leaves the previous versions intact and the next sync picks up where it stopped.
+    With `ray`, batches are chunked and embedded on Ray workers (each with its own embedder, built from its
+    registered name `embedder_ref`) and written here as they return.
     """
     opts = options or IndexOptions()
     spec = IndexSpec(

@@ -200,19 +200,22 @@ def write_fresh(db: Any, name: str, schema: Any, batches: Iterator[Any]) -> Any:
     """
     import pyarrow as pa
 
-    failure: list[BaseException] = []
+    failure: list[Exception] = []
 
     def record_batches() -> Iterator[Any]:
         try:
             for data in batches:
                 yield from data.cast(schema).to_batches()
-        except BaseException as exc:
+        except Exception as exc:
             failure.append(exc)
             raise
 
     try:
         return db.create_table(name, data=pa.RecordBatchReader.from_batches(schema, record_batches()), schema=schema)
-    except BaseException:
+    except Exception:
+        close = getattr(batches, "close", None)
+        if close is not None:  # release what the source holds (e.g. Ray workers) now, not at collection
+            close()
         if failure:
             raise failure[0] from None
         raise

@@ -19,16 +19,16 @@ def generate_setting(drafts: list[SampleDraft], generator: Generator, prefix: st
     `cited`: answers are held to the `{answer, citations}` schema and their citations scored.
     """
     reset_and_warm(generator, prefix)
-    limit = getattr(generator, "max_prompt_tokens", None)
+    limit = getattr(generator, "max_schema_prompt_tokens" if cited else "max_prompt_tokens", None)
     for d in drafts:  # one prompt too long for the engine fails alone, not the whole batch
         if limit is not None and d.prompt is not None and d.error is None:
             n = generator.count_tokens(d.prompt)
             if n > limit:
-                d.fail("generate", f"prompt of {n} tokens exceeds max_model_len - max_tokens ({limit})")
+                d.fail("generate", f"prompt of {n} tokens exceeds max_model_len less the answer's tokens ({limit})")
     waiting = [d for d in drafts if d.prompt is not None and d.error is None]
     try:
         prompts = [d.prompt or "" for d in waiting]
-        schemas = [cited_schema(len(d.passage_docs or [])) for d in waiting]  # only passages the prompt has
+        schemas = [cited_schema(d.n_passages) for d in waiting]  # only passages the prompt has
         gens = generator.generate(prompts, schemas) if cited else generator.generate(prompts)
         if len(gens) != len(waiting):
             raise RuntimeError(f"generator returned {len(gens)} outputs for {len(waiting)} prompts")

@@ -8,6 +8,7 @@ when undefined (no valid citations; no gold document in the context).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -28,16 +29,14 @@ valid object fits the engine's `SCHEMA_MAX_TOKENS` (no whitespace between tokens
 `disable_any_whitespace`, set on the engine)."""
 
 
-def cited_schema(n_passages: int) -> dict[str, Any]:
-    """CITED_SCHEMA with its citations held to passages 1..n_passages of the prompt (unchanged when the
-    prompt's passages are unknown, n_passages 0), so the engine cannot cite a passage the prompt lacks.
+def cited_schema(n_passages: int | None) -> dict[str, Any]:
+    """CITED_SCHEMA with its citations held to passages 1..n_passages of the prompt (none when it has no
+    passage; only the shape when the count is unknown), so the engine cannot cite a passage the prompt lacks.
     """
-    if n_passages < 1:
-        return CITED_SCHEMA
-    cites = {
-        **CITED_SCHEMA["properties"]["citations"],
-        "items": {"type": "integer", "minimum": 1, "maximum": n_passages},
-    }
+    if n_passages is None:
+        return copy.deepcopy(CITED_SCHEMA)
+    bound = {"maxItems": 0} if n_passages < 1 else {"items": {"type": "integer", "minimum": 1, "maximum": n_passages}}
+    cites = {**CITED_SCHEMA["properties"]["citations"], **bound}
     return {**CITED_SCHEMA, "properties": {**CITED_SCHEMA["properties"], "citations": cites}}
 
 

@@ -179,9 +179,9 @@ class VLLMGenerator:
         knobs |= dict(max_num_batched_tokens=config.max_num_batched_tokens, kv_cache_dtype=config.kv_cache_dtype)
         kwargs |= {k: v for k, v in knobs.items() if v not in (None, "auto")}  # unset: the engine's default
         self.llm = LLM(**kwargs)
-        self.config_dtype = config.dtype
+        self.config_dtype, self.tokenizer = config.dtype, self.llm.get_tokenizer()
         self.max_prompt_tokens = config.max_model_len - config.max_tokens  # longer prompts fail alone
-        self.tokenizer = self.llm.get_tokenizer()
+        self.max_schema_prompt_tokens = config.max_model_len - max(config.max_tokens, SCHEMA_MAX_TOKENS)
         self.sampling = SamplingParams(max_tokens=config.max_tokens, temperature=config.temperature, seed=config.seed)
         self._probe = SamplingParams(max_tokens=1, temperature=0.0)
         self._latency = SamplingParams(

@@ -24,7 +24,7 @@ def probe_drafts(
         if draft.prompt is None or not draft.ok or draft.key.question_id not in probe_ids:
             continue
         # A structured-output setting is probed under its schema: grammar compilation and masking are its bill.
-        schema = cited_schema(len(draft.passage_docs or [])) if cited else None
+        schema = cited_schema(draft.n_passages) if cited else None
         p = generator.probe(draft.prompt, schema) if schema is not None else generator.probe(draft.prompt)
         r, c = draft.retrieval, draft.compression
         lookup = (r.retrieve_seconds or 0.0) + (r.rerank_seconds or 0.0)

@@ -140,6 +140,8 @@ class SampleDraft:
     cache: CachePart | None = None
     passage_docs: list[str] | None = None
     """Document id of each passage in prompt order (for citations; not stored)."""
+    n_passages: int | None = None
+    """Passages numbered in the prompt: the citation numbers the schema allows (not stored)."""
     gold_docs: list[str] | None = None
     """The question's gold document ids (for citations; stored with the question)."""
     error: str | None = None

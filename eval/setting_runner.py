@@ -183,6 +183,7 @@ class SettingRunner:
             ids = [hits[kept[j]].chunk_id for j in order] if kept is not None else [h.chunk_id for h in hits]
             context = context_block(titles, [comp.texts[j] for j in order])
             draft.passage_docs = [hits[kept[j]].doc_id for j in order] if kept is not None else []
+            draft.n_passages = len(order)
             draft.gold_docs = list(q.gold_doc_ids)
             realized = comp.ratio if comp.tokens_out else None
             draft.compression = CompressionPart(

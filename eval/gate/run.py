@@ -98,7 +98,7 @@ def run_differences(b: RunMeta, c: RunMeta) -> list[str]:
         )
     if b.config_hash != c.config_hash:
         out.append(f"sweep config: {b.config_hash} vs {c.config_hash}")
-    if b.engine_precision != c.engine_precision:
+    if b.engine_precision and c.engine_precision and b.engine_precision != c.engine_precision:
         out.append(
             f"engine precision: {b.engine_precision or 'not recorded'} vs {c.engine_precision or 'not recorded'}"
         )

@@ -70,8 +70,11 @@ def test_the_cited_schema_holds_citations_to_the_prompts_passages_and_bounds_the
             jsonschema.validate(bad, four)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"answer": "Asia", "citations": list(range(1, 10))}, cited_schema(20))  # 8 at most
-    assert cited_schema(0) == CITED_SCHEMA  # passages unknown: only the shape is held
-    jsonschema.validate({"answer": "Asia", "citations": [7]}, cited_schema(0))
+    assert cited_schema(None) == CITED_SCHEMA  # passage count unknown: only the shape is held
+    jsonschema.validate({"answer": "Asia", "citations": [7]}, cited_schema(None))
+    jsonschema.validate({"answer": "I don't know", "citations": []}, cited_schema(0))
+    with pytest.raises(jsonschema.ValidationError):  # a prompt without passages: nothing to cite
+        jsonschema.validate({"answer": "Asia", "citations": [1]}, cited_schema(0))
 
 
 def test_the_answer_cache_serves_a_question_close_to_an_answered_one_never_from_a_hit() -> None:
