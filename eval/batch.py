@@ -28,8 +28,10 @@ def generate_setting(drafts: list[SampleDraft], generator: Generator, prefix: st
     waiting = [d for d in drafts if d.prompt is not None and d.error is None]
     try:
         prompts = [d.prompt or "" for d in waiting]
-        schemas = [cited_schema(d.n_passages) for d in waiting]  # only passages the prompt has
-        gens = generator.generate(prompts, schemas) if cited else generator.generate(prompts)
+        if cited:  # each prompt's citations held to the passages it has
+            gens = generator.generate(prompts, [cited_schema(d.n_passages) for d in waiting])
+        else:
+            gens = generator.generate(prompts)
         if len(gens) != len(waiting):
             raise RuntimeError(f"generator returned {len(gens)} outputs for {len(waiting)} prompts")
     except Exception as exc:

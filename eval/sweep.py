@@ -132,14 +132,17 @@ class _Sweep:
     owns_components: bool = False
     """`comps` were built here (for the settings left to compute) and are closed by `run_sweep`."""
 
+    def _pinned(self) -> SweepConfig:
+        """The config with the index version this run claimed, for every model built for it (here or on Ray)."""
+        return self.config.model_copy(update={"index_version": self.index_version})
+
     def _components(self, todo: list[Setting]) -> Components:
         """The backends of this process: the ones passed in, or built now for the settings left to compute only,
         so a rerun that keeps or reuses most of its grid loads no model those settings alone would need.
         """
         if self.comps is None:
             t0 = time.perf_counter()
-            pinned = self.config.model_copy(update={"index_version": self.index_version})
-            self.comps, self.owns_components = build_components(pinned, todo), True
+            self.comps, self.owns_components = build_components(self._pinned(), todo), True
             self.stages["load_models"] = self.stages.get("load_models", 0.0) + time.perf_counter() - t0
         return self.comps
 
@@ -171,7 +174,7 @@ class _Sweep:
         if todo and self.ray is not None:
             from eval.distributed import run_on_ray
 
-            pinned = self.config.model_copy(update={"index_version": self.index_version})
+            pinned = self._pinned()
             warm, precision = run_on_ray(self.ray, pinned, self.run_id, self.questions, n_candidates, todo, write)
         elif todo:
             comps = self._components(todo)

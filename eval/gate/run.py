@@ -99,9 +99,7 @@ def run_differences(b: RunMeta, c: RunMeta) -> list[str]:
     if b.config_hash != c.config_hash:
         out.append(f"sweep config: {b.config_hash} vs {c.config_hash}")
     if b.engine_precision and c.engine_precision and b.engine_precision != c.engine_precision:
-        out.append(
-            f"engine precision: {b.engine_precision or 'not recorded'} vs {c.engine_precision or 'not recorded'}"
-        )
+        out.append(f"engine precision: {b.engine_precision} vs {c.engine_precision}")
     if b.index_version != c.index_version:
         out.append(f"index version: {b.index_version} vs {c.index_version}")
     pb, pc = json.loads(b.package_versions or "{}"), json.loads(c.package_versions or "{}")
