@@ -21,59 +21,14 @@ from pydantic import BaseModel
 
 from corpus.chunk import sentence_spans
 from corpus.embed import Embedder, VectorCache
-from corpus.normalize import STOP, normalize
 from corpus.normalize import canonical as _canon
+from corpus.normalize import normalize
+from eval.alignment import aligned, clauses, name_tokens
 from eval.claims import _SLOT, split_claims
 from eval.claims import content_words as _content
 from eval.rows import ClaimVerdict
 
-_NAME = re.compile(r"\b[A-Z][a-zA-Z\u00C0-\u024F'-]+")
-_NEGATION = re.compile(r"\b(not|never|no|neither|nor|cannot|without|none)\b|n't\b")
-_CLAUSE = re.compile(r"[,;:()]|\b(?:although|though|while|whereas|but)\b", re.I)
-_ATTRIBUTE = re.compile(
-    r"^(\w{3,}est|first|second|third|fourth|fifth|last|final|north|south|east|west|northern|southern|eastern|"
-    r"western|central|upper|lower|inner|outer|early|late|earlier|later|ancient|modern|major|minor|most|least|"
-    r"larger|smaller|higher|older|younger|longer|shorter|bigger|greater|fewer|more|less|public|private|male|"
-    r"female|maximum|minimum|increase|decrease|before|after)$"
-)
-
-
 _TITLE = re.compile(r"^\[\d+\] ([^:\n]+):", re.M)
-
-
-def _name_tokens(text: str) -> list[str]:
-    return [t for n in _NAME.findall(text) for t in _canon(normalize(n).split()) if t not in STOP]
-
-
-def _aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
-    """(polarity, roles, attributes) of each claim clause against the span clause that says most of it."""
-    span_clauses = _clauses(span) or [span]
-    polarity_ok = roles_ok = attributes_ok = True
-    for cc in _clauses(claim):
-        words = set(_content(cc))
-        sc = max(span_clauses, key=lambda c: len(words & set(_content(c))))
-        sc_tokens = set(_canon(normalize(sc).split()))
-        polarity_ok &= _polarity(cc) == _polarity(sc)
-        attributes_ok &= all(w in sc_tokens for w in words if _ATTRIBUTE.match(w))
-        names = [t for t in _name_tokens(cc) if t not in titles]
-        sc_names = [t for t in _name_tokens(sc) if t not in titles]
-        elsewhere = {t for c in span_clauses if c is not sc for t in _name_tokens(c)}
-        if sc_names:  # a clause without names leaves the subject to its neighbours ("..., at 8,611 metres")
-            roles_ok &= not any(t not in sc_tokens and t in elsewhere for t in names)
-            shared = [t for t in dict.fromkeys(names) if t in sc_names]
-            if len(shared) >= 2:
-                order = sorted(shared, key=sc_names.index)
-                flipped = (" by " in f" {cc.lower()} ") != (" by " in f" {sc.lower()} ")  # active <-> passive
-                roles_ok &= (order == shared) != flipped
-    return polarity_ok, roles_ok, attributes_ok
-
-
-def _polarity(text: str) -> bool:
-    return bool(_NEGATION.search(text.lower().replace("’", "'")))
-
-
-def _clauses(text: str) -> list[str]:
-    return [c for c in _CLAUSE.split(text) if c and _content(c)]
 
 
 class FaithfulnessResult(BaseModel):
@@ -96,8 +51,8 @@ def _answers_what_is_asked(claim: str, question: str, context: str) -> bool | No
     clause states all of the question's predicate.
     """
     asked = set(_content(question))
-    names = set(_name_tokens(question))
-    added = [t for t in _name_tokens(claim) if t not in asked] + [
+    names = set(name_tokens(question))
+    added = [t for t in name_tokens(claim) if t not in asked] + [
         t for t in _canon(normalize(claim).split()) if any(c.isdigit() for c in t) and t not in asked
     ]
     predicate = {_stem(w) for w in asked - names}
@@ -105,9 +60,9 @@ def _answers_what_is_asked(claim: str, question: str, context: str) -> bool | No
         return None
     scored = []
     for s, e, _ in sentence_spans(context):
-        clauses = _clauses(context[s:e])
-        subject = set(_canon(normalize(clauses[0]).split())) if clauses else set()
-        for clause in clauses:
+        parts = clauses(context[s:e])
+        subject = set(_canon(normalize(parts[0]).split())) if parts else set()
+        for clause in parts:
             tokens = _canon(normalize(clause).split())
             stems = {_stem(t) for t in tokens}
             # A clause's subject may stand before an aside: "Beijing, previously Peking, is the capital".
@@ -156,11 +111,32 @@ class _Plan:
     spans: list[str]
     titles: set[str]
     per_claim: list[tuple[list[float], list[int]]]
-    """Per claim: lexical score of every span, and the spans worth embedding."""
+    """Per claim: lexical score of every span, and the finalists: the spans covering most of the claim's
+    words (a sentence preferred to the pairs that hold it); more than one only when they tie."""
+    lexical_with_meaning: float
+    lexical_alone: float
+
+    def needs_meaning(self, i: int) -> bool:
+        """Does claim i's verdict depend on the embedder: a tie to break, or a coverage in the band where
+        closeness in meaning decides?
+        """
+        lexical, finalists = self.per_claim[i]
+        return len(finalists) > 1 or self.lexical_with_meaning <= lexical[finalists[0]] < self.lexical_alone
 
     def texts(self) -> list[str]:
         """The texts whose vectors the verdicts need."""
-        return [*self.claims, *(self.spans[j] for _, cands in self.per_claim for j in cands)]
+        needed = [i for i in range(len(self.claims)) if self.needs_meaning(i)]
+        return [*(self.claims[i] for i in needed), *(self.spans[j] for i in needed for j in self.per_claim[i][1])]
+
+
+def _finalists(lexical: list[float], n_sentences: int) -> list[int]:
+    """The spans with the best coverage; a pair of sentences drops out when one of its sentences covers as
+    much (the sentence is the more precise evidence), so a tie remains only between distinct spans.
+    """
+    top = max(lexical)
+    best = [j for j, score in enumerate(lexical) if score == top]
+    held = {j for j in best if j < n_sentences}
+    return [j for j in best if j < n_sentences or not {j - n_sentences, j - n_sentences + 1} & held]
 
 
 class ClaimChecker:
@@ -172,13 +148,11 @@ class ClaimChecker:
         lexical_alone: float = 0.8,
         lexical_with_meaning: float = 0.5,
         meaning: float = 0.6,
-        max_candidates: int = 4,
     ) -> None:
         self.embedder = embedder
         self.lexical_alone = lexical_alone
         self.lexical_with_meaning = lexical_with_meaning
         self.meaning = meaning
-        self.max_candidates = max_candidates
         self._vectors = VectorCache(embedder, 100_000)  # the same passages come back in every setting
 
     def check(self, answer: str, context: str, question: str | None = None) -> FaithfulnessResult:
@@ -212,16 +186,19 @@ class ClaimChecker:
         spans += [context[a[0] : b[1]] for a, b in zip(sentences, sentences[1:], strict=False)]
         span_words = [set(_content(s)) for s in spans]
         titles = {t for title in _TITLE.findall(context) for t in _canon(normalize(title).split())}
-        # Meaning only matters for spans that cover enough words to support a claim at all; embedding just
-        # those (a handful per claim) keeps the checker cheap on long contexts.
+        # The embedder is asked only where it can change a verdict: to break a tie between distinct spans
+        # that cover the claim equally, or when the coverage is in the band where meaning decides. Most
+        # claims are decided by their words alone, which keeps the checker cheap on long contexts.
         per_claim = []
         for claim in claims:
             words = _content(claim)
             lexical = [sum(w in sw for w in words) / len(words) for sw in span_words]
-            candidates = [j for j in range(len(spans)) if lexical[j] >= self.lexical_with_meaning]
-            candidates = sorted(candidates, key=lambda j: (-lexical[j], j))[: self.max_candidates]
-            per_claim.append((lexical, candidates or [max(range(len(spans)), key=lambda j: (lexical[j], -j))]))
-        return _Plan(claims, spans, titles, per_claim)
+            finalists = _finalists(lexical, len(sentences))
+            # Below the band no span can support the claim: which one is shown as evidence does not matter.
+            per_claim.append(
+                (lexical, finalists if lexical[finalists[0]] >= self.lexical_with_meaning else finalists[:1])
+            )
+        return _Plan(claims, spans, titles, per_claim, self.lexical_with_meaning, self.lexical_alone)
 
     def _decide(
         self, plan: _Plan, vectors: dict[str, np.ndarray], context: str, question: str | None
@@ -229,17 +206,19 @@ class ClaimChecker:
         """Each claim's verdict from its plan and the embeddings."""
         spans, titles = plan.spans, plan.titles
         verdicts = []
-        for claim, (lexical, candidates) in zip(plan.claims, plan.per_claim, strict=True):
-            sims = [float(vectors[spans[j]] @ vectors[claim]) for j in candidates]
-            pick = max(range(len(candidates)), key=lambda t: (lexical[candidates[t]] + sims[t], -t))
-            best, sem = candidates[pick], sims[pick]
+        for i, (claim, (lexical, finalists)) in enumerate(zip(plan.claims, plan.per_claim, strict=True)):
+            best, sem = finalists[0], None
+            if plan.needs_meaning(i):
+                sims = [float(vectors[spans[j]] @ vectors[claim]) for j in finalists]
+                pick = max(range(len(finalists)), key=lambda t: (sims[t], -t))
+                best, sem = finalists[pick], sims[pick]
             span_tokens = set(_canon(normalize(spans[best]).split()))
             claim_tokens = _canon(normalize(claim).split())
             numbers_ok = all(t in span_tokens for t in claim_tokens if any(c.isdigit() for c in t))
-            names_ok = all(t in span_tokens or t in titles for t in _name_tokens(claim))
+            names_ok = all(t in span_tokens or t in titles for t in name_tokens(claim))
             lex = lexical[best]
-            close = lex >= self.lexical_alone or (lex >= self.lexical_with_meaning and sem >= self.meaning)
-            polarity_ok, roles_ok, attributes_ok = _aligned(claim, spans[best], titles)
+            close = lex >= self.lexical_alone or (lex >= self.lexical_with_meaning and (sem or 0.0) >= self.meaning)
+            polarity_ok, roles_ok, attributes_ok = aligned(claim, spans[best], titles)
             slot_ok = _fills_the_slot(claim, question, context) if question else None
             if question and slot_ok is None and not _SLOT.search(question):
                 slot_ok = _answers_what_is_asked(claim, question, context)

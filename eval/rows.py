@@ -217,8 +217,9 @@ class ClaimVerdict(Row):
     """The context sentence (or two adjacent ones) that best supports the claim."""
     lexical: float
     """Share of the claim's content words in the best span."""
-    semantic: float
-    """Cosine similarity of claim and best span (embedder)."""
+    semantic: float | None
+    """Cosine similarity of claim and best span (embedder); NULL when the words alone decided (no tie between
+    spans, coverage outside the band where meaning counts)."""
     numbers_ok: bool
     """Every number of the claim occurs in the best span."""
     names_ok: bool

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from eval.faithfulness import ClaimChecker, split_claims
@@ -117,3 +119,30 @@ def test_checking_many_answers_at_once_gives_the_verdicts_of_checking_each(check
     one_by_one = [ClaimChecker(HashEmbedder()).check(a, ctx, q) for a, ctx, q in items]
     assert [r.model_dump() for r in batched] == [r.model_dump() for r in one_by_one]
     assert sum(r.status == "no_claims" for r in batched) >= 1 and sum(r.status == "ok" for r in batched) >= 1
+
+
+class _CountingEmbedder(HashEmbedder):
+    """Counts the texts it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts += texts
+        return super().embed_documents(texts)
+
+
+def test_the_embedder_is_asked_only_where_meaning_can_change_the_verdict() -> None:
+    embedder = _CountingEmbedder()
+    checker = ClaimChecker(embedder)
+    # Every word in one sentence (and the pairs holding it): decided by the words alone, nothing embedded.
+    verbatim = checker.check("K2 lies in the Karakoram range on the border of Pakistan and China.", CONTEXT)
+    assert verbatim.score == 1.0 and verbatim.claims[0].semantic is None and embedder.texts == []
+    # No span covers half of its words: unsupported whatever the embedder says.
+    unrelated = checker.check("Tigers hunt deer in Siberian forests.", CONTEXT)
+    assert unrelated.score == 0.0 and embedder.texts == []
+    # Half to 80 % of its words: meaning decides, so the claim and its one span are embedded.
+    partial = checker.check("K2 is the second-highest peak on our planet.", CONTEXT)
+    assert partial.claims[0].semantic is not None
+    assert embedder.texts == ["K2 is the second-highest peak on our planet.", partial.claims[0].best_span]

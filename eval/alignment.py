@@ -1,0 +1,89 @@
+"""How a claim lines up with the span that supports it, clause by clause: polarity, which name or number
+fills which role, and the attribute words it keeps (the finer checks of eval/faithfulness.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from corpus.chunk import sentence_spans
+from corpus.normalize import STOP, normalize
+from corpus.normalize import canonical as _canon
+from eval.claims import content_words as _content
+
+_NAME = re.compile(r"\b[A-Z][a-zA-Z\u00C0-\u024F'-]+")
+_NEGATION = re.compile(r"\b(not|never|no|neither|nor|cannot|without|none)\b|n't\b")
+# Clause breaks: punctuation (not a digit group's comma: "534,842"), a sentence's end, or a contrast word.
+_CLAUSE = re.compile(
+    r"(?<!\d),|,(?!\d)|[;:()]|(?<=[.!?])\s+(?=(?-i:[A-Z]))|\b(?:although|though|while|whereas|but)\b", re.I
+)
+_ATTRIBUTE = re.compile(
+    r"^(\w{3,}est|first|second|third|fourth|fifth|last|final|north|south|east|west|northern|southern|eastern|"
+    r"western|central|upper|lower|inner|outer|early|late|earlier|later|ancient|modern|major|minor|most|least|"
+    r"larger|smaller|higher|older|younger|longer|shorter|bigger|greater|fewer|more|less|public|private|male|"
+    r"female|maximum|minimum|increase|decrease|before|after)$"
+)
+
+
+_MARKER = re.compile(r"\[\d+\]")  # a passage number, not a number of the text
+
+
+def name_tokens(text: str) -> list[str]:
+    """The canonical words of the capitalised names in `text`."""
+    return [t for n in _NAME.findall(text) for t in _canon(normalize(n).split()) if t not in STOP]
+
+
+def aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
+    """(polarity, roles, attributes) of each claim clause against the span clause that says most of it."""
+    span_clauses = clauses(span) or [span]
+    sentences = _sentence_tokens(span)
+    claim_words = set(_content(claim))
+    polarity_ok = roles_ok = attributes_ok = True
+    for cc in clauses(claim):
+        words = set(_content(cc))
+        sc = max(span_clauses, key=lambda c: len(words & set(_content(c))))
+        sc_tokens = set(_canon(normalize(sc).split()))
+        polarity_ok &= _polarity(cc) == _polarity(sc)
+        attributes_ok &= all(w in sc_tokens for w in words if _ATTRIBUTE.match(w))
+        names = [t for t in name_tokens(cc) if t not in titles]
+        sc_names = [t for t in name_tokens(sc) if t not in titles]
+        elsewhere = {t for c in span_clauses if c is not sc for t in name_tokens(c)}
+        roles_ok &= _numbers_in_role(cc, words, claim_words, sentences)
+        if sc_names:  # a clause without names leaves the subject to its neighbours ("..., at 8,611 metres")
+            roles_ok &= not any(t not in sc_tokens and t in elsewhere for t in names)
+            shared = [t for t in dict.fromkeys(names) if t in sc_names]
+            if len(shared) >= 2:
+                order = sorted(shared, key=sc_names.index)
+                flipped = (" by " in f" {cc.lower()} ") != (" by " in f" {sc.lower()} ")  # active <-> passive
+                roles_ok &= (order == shared) != flipped
+    return polarity_ok, roles_ok, attributes_ok
+
+
+def _sentence_tokens(span: str) -> list[set[str]]:
+    """The tokens of each sentence of `span` (passage numbers left out)."""
+    sentences = [span[s:e] for s, e, _ in sentence_spans(span)] or [span]
+    return [set(_canon(normalize(_MARKER.sub(" ", sentence)).split())) for sentence in sentences]
+
+
+def _numbers_in_role(claim_clause: str, words: set[str], claim_words: set[str], sentences: list[set[str]]) -> bool:
+    """No number of the claim clause comes from another sentence of the span than the one that says most
+    of it ("president since 2003" where 2003 starts another office in the next sentence). Within a sentence
+    a date may stand anywhere ("In 1856, she became ..." = "She became ... in 1856").
+    """
+    numbers = [t for t in _canon(normalize(_MARKER.sub(" ", claim_clause)).split()) if t[0].isdigit()]  # not "K2"
+    # Ranked by the clause's words, then by the whole claim's ("for 103 weeks" is about the claim's sentence).
+    rank = [(len(words & tokens), len(claim_words & tokens)) for tokens in sentences]
+    best = [tokens for tokens, r in zip(sentences, rank, strict=True) if r == max(rank)]
+    if not numbers or any(all(t in tokens for t in numbers) for tokens in best):
+        return True  # one of the sentences that say most of it (ties: "Founded in 1636, ... it is ...")
+    elsewhere = {t for tokens in sentences if not any(tokens is b for b in best) for t in tokens}
+    return not any(t in elsewhere and not any(t in b for b in best) for t in numbers)
+
+
+def _polarity(text: str) -> bool:
+    return bool(_NEGATION.search(text.lower().replace("’", "'")))
+
+
+def clauses(text: str) -> list[str]:
+    """The clauses of `text` that hold a content word."""
+    return [c for c in _CLAUSE.split(text) if c and _content(c)]
