@@ -3,11 +3,12 @@
 No LLM judge (a 135M judge is noise): a claim is supported when one context sentence (or two adjacent ones)
 covers its content words (lexical), or is close in meaning (embedding) while covering most of them, and the
 finer checks hold against that span: every number and capitalised name of the claim is in it (a name of
-another sentence of the same context does not count); each clause of the claim has the polarity of the
-span clause that says most of it ("not" is not a stop word here); names sit in that clause, not in a
-neighbouring one, and in the same order unless the voice changed (active/passive); no superlative,
-ordinal, direction or comparative is added. Demonyms count as their place ("Polish" = "Poland"). Each claim
-keeps its evidence: the span, both scores, each check and the reason for the verdict.
+another sentence of the same context does not count, nor a number of the span's other sentence); each
+clause of the claim has the polarity of the span clause that says most of it ("not" is not a stop word
+here); names sit in that clause, not in a neighbouring one, and in the same order unless the voice changed
+(active/passive); no superlative, ordinal, direction or comparative is added. Demonyms count as their place
+("Polish" = "Poland"). Each claim keeps its evidence: the span, both scores, each check and the reason for
+the verdict.
 """
 
 from __future__ import annotations
