@@ -13,6 +13,11 @@ QUIET_OFFLINE_DEFAULTS: dict[str, str] = {
     "LANCEDB_LOG": "error",
     "LANCE_LOG": "error",
     "VLLM_LOGGING_LEVEL": "WARNING",
+    # vLLM's engine otherwise applies a logging dictConfig when it starts, which flushes and closes every
+    # handler of the process while holding logging's lock: inside a Prefect flow run, whose API log handler
+    # flushes through a thread that needs that lock, the sweep hung there for good (seen in `cribsheet
+    # demo` with its output to a file). vLLM's warnings still reach the log through the root logger.
+    "VLLM_CONFIGURE_LOGGING": "0",
     "TRANSFORMERS_VERBOSITY": "error",
     # No model hub on the machines we serve first: every model comes from a package.
     "HF_HUB_OFFLINE": "1",

@@ -99,6 +99,8 @@ class ServerProcess:
         env = dict(os.environ)
         env["VLLM_CPU_KVCACHE_SPACE"] = str(self.config.kv_cache_gib)
         env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+        # A process of its own (no flow-run log handlers to deadlock on): its log keeps vLLM's request lines.
+        env["VLLM_CONFIGURE_LOGGING"] = "1"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("wb")
         try:
