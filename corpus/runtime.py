@@ -30,6 +30,8 @@ QUIET_OFFLINE_DEFAULTS: dict[str, str] = {
 def quiet_offline_env() -> None:
     """Set every `QUIET_OFFLINE_DEFAULTS` entry the environment does not already have."""
     for key, value in QUIET_OFFLINE_DEFAULTS.items():
+        if key == "VLLM_CONFIGURE_LOGGING" and "VLLM_LOGGING_CONFIG_PATH" in os.environ:
+            continue  # the user's own logging config file needs vLLM's logging setup on
         os.environ.setdefault(key, value)
 
 

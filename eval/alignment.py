@@ -13,10 +13,8 @@ from eval.claims import content_words as _content
 
 _NAME = re.compile(r"\b[A-Z][a-zA-Z\u00C0-\u024F'-]+")
 _NEGATION = re.compile(r"\b(not|never|no|neither|nor|cannot|without|none)\b|n't\b")
-# Clause breaks: punctuation (not a digit group's comma: "534,842"), a sentence's end, or a contrast word.
-_CLAUSE = re.compile(
-    r"(?<!\d),|,(?!\d)|[;:()]|(?<=[.!?])\s+(?=(?-i:[A-Z]))|\b(?:although|though|while|whereas|but)\b", re.I
-)
+# Clause breaks inside a sentence: punctuation (not a digit group's comma: "534,842") or a contrast word.
+_CLAUSE = re.compile(r"(?<!\d),|,(?!\d)|[;:()]|\b(?:although|though|while|whereas|but)\b", re.I)
 _ATTRIBUTE = re.compile(
     r"^(\w{3,}est|first|second|third|fourth|fifth|last|final|north|south|east|west|northern|southern|eastern|"
     r"western|central|upper|lower|inner|outer|early|late|earlier|later|ancient|modern|major|minor|most|least|"
@@ -41,10 +39,14 @@ def aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
     polarity_ok = roles_ok = attributes_ok = True
     for cc in clauses(claim):
         words = set(_content(cc))
-        sc = max(span_clauses, key=lambda c: len(words & set(_content(c))))
+        overlap = [len(words & set(_content(c))) for c in span_clauses]
+        tied = [c for c, n in zip(span_clauses, overlap, strict=True) if n == max(overlap)]
+        sc = tied[0]
         sc_tokens = set(_canon(normalize(sc).split()))
-        polarity_ok &= _polarity(cc) == _polarity(sc)
-        attributes_ok &= all(w in sc_tokens for w in words if _ATTRIBUTE.match(w))
+        # Any of the clauses that say most of it may be the one it restates ("He was not president in 1950").
+        polarity_ok &= any(_polarity(cc) == _polarity(c) for c in tied)
+        attributes = [w for w in words if _ATTRIBUTE.match(w)]
+        attributes_ok &= any(all(w in set(_canon(normalize(c).split())) for w in attributes) for c in tied)
         names = [t for t in name_tokens(cc) if t not in titles]
         sc_names = [t for t in name_tokens(sc) if t not in titles]
         elsewhere = {t for c in span_clauses if c is not sc for t in name_tokens(c)}
@@ -76,8 +78,11 @@ def _numbers_in_role(claim_clause: str, words: set[str], claim_words: set[str], 
     best = [tokens for tokens, r in zip(sentences, rank, strict=True) if r == max(rank)]
     if not numbers or any(all(t in tokens for t in numbers) for tokens in best):
         return True  # one of the sentences that say most of it (ties: "Founded in 1636, ... it is ...")
+    # A swap: the sentence's own number is gone and one of another sentence stands in its place. A claim that
+    # keeps the sentence's numbers and adds the next one's merges two sentences ("born in 1882 and died in 1945").
+    swapped_out = any(t[0].isdigit() and t not in numbers for b in best for t in b)
     elsewhere = {t for tokens in sentences if not any(tokens is b for b in best) for t in tokens}
-    return not any(t in elsewhere and not any(t in b for b in best) for t in numbers)
+    return not swapped_out or not any(t in elsewhere and not any(t in b for b in best) for t in numbers)
 
 
 def _polarity(text: str) -> bool:
@@ -85,5 +90,8 @@ def _polarity(text: str) -> bool:
 
 
 def clauses(text: str) -> list[str]:
-    """The clauses of `text` that hold a content word."""
-    return [c for c in _CLAUSE.split(text) if c and _content(c)]
+    """The clauses of `text` that hold a content word; a clause never spans two sentences (the sentence
+    splitter knows "U.S." and "Franklin D. Roosevelt").
+    """
+    sentences = [text[s:e] for s, e, _ in sentence_spans(text)] or [text]
+    return [c for sentence in sentences for c in _CLAUSE.split(sentence) if c and _content(c)]

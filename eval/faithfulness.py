@@ -194,7 +194,9 @@ class ClaimChecker:
         for claim in claims:
             words = _content(claim)
             lexical = [sum(w in sw for w in words) / len(words) for sw in span_words]
-            finalists = _finalists(lexical, len(sentences))
+            # Identical texts (a sentence repeated in two passages) are one finalist: no tie to break.
+            by_text = {spans[j]: j for j in reversed(_finalists(lexical, len(sentences)))}  # first index kept
+            finalists = sorted(by_text.values())
             # Below the band no span can support the claim: which one is shown as evidence does not matter.
             per_claim.append(
                 (lexical, finalists if lexical[finalists[0]] >= self.lexical_with_meaning else finalists[:1])
