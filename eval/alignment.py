@@ -33,8 +33,9 @@ def name_tokens(text: str) -> list[str]:
 
 def aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
     """(polarity, roles, attributes) of each claim clause against the span clause that says most of it."""
-    span_clauses = clauses(span) or [span]
-    sentences = _sentence_tokens(span)
+    span_sentences = _sentences(span)
+    span_clauses = _split(span_sentences) or [span]
+    sentences = [set(_canon(normalize(_MARKER.sub(" ", s)).split())) for s in span_sentences]
     claim_words = set(_content(claim))
     polarity_ok = roles_ok = attributes_ok = True
     for cc in clauses(claim):
@@ -59,12 +60,6 @@ def aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
                 flipped = (" by " in f" {cc.lower()} ") != (" by " in f" {sc.lower()} ")  # active <-> passive
                 roles_ok &= (order == shared) != flipped
     return polarity_ok, roles_ok, attributes_ok
-
-
-def _sentence_tokens(span: str) -> list[set[str]]:
-    """The tokens of each sentence of `span` (passage numbers left out)."""
-    sentences = [span[s:e] for s, e, _ in sentence_spans(span)] or [span]
-    return [set(_canon(normalize(_MARKER.sub(" ", sentence)).split())) for sentence in sentences]
 
 
 def _numbers_in_role(claim_clause: str, words: set[str], claim_words: set[str], sentences: list[set[str]]) -> bool:
@@ -93,5 +88,13 @@ def clauses(text: str) -> list[str]:
     """The clauses of `text` that hold a content word; a clause never spans two sentences (the sentence
     splitter knows "U.S." and "Franklin D. Roosevelt").
     """
-    sentences = [text[s:e] for s, e, _ in sentence_spans(text)] or [text]
+    return _split(_sentences(text))
+
+
+def _sentences(text: str) -> list[str]:
+    return [text[s:e] for s, e, _ in sentence_spans(text)] or [text]
+
+
+def _split(sentences: list[str]) -> list[str]:
+    """The clauses of these sentences that hold a content word."""
     return [c for sentence in sentences for c in _CLAUSE.split(sentence) if c and _content(c)]

@@ -114,19 +114,13 @@ class _Plan:
     per_claim: list[tuple[list[float], list[int]]]
     """Per claim: lexical score of every span, and the finalists: the spans covering most of the claim's
     words (a sentence preferred to the pairs that hold it); more than one only when they tie."""
-    lexical_with_meaning: float
-    lexical_alone: float
-
-    def needs_meaning(self, i: int) -> bool:
-        """Does claim i's verdict depend on the embedder: a tie to break, or a coverage in the band where
-        closeness in meaning decides?
-        """
-        lexical, finalists = self.per_claim[i]
-        return len(finalists) > 1 or self.lexical_with_meaning <= lexical[finalists[0]] < self.lexical_alone
+    meaning: list[bool]
+    """Per claim: does its verdict depend on the embedder (a tie to break, or a coverage in the band where
+    closeness in meaning decides)?"""
 
     def texts(self) -> list[str]:
         """The texts whose vectors the verdicts need."""
-        needed = [i for i in range(len(self.claims)) if self.needs_meaning(i)]
+        needed = [i for i, m in enumerate(self.meaning) if m]
         return [*(self.claims[i] for i in needed), *(self.spans[j] for i in needed for j in self.per_claim[i][1])]
 
 
@@ -190,7 +184,7 @@ class ClaimChecker:
         # The embedder is asked only where it can change a verdict: to break a tie between distinct spans
         # that cover the claim equally, or when the coverage is in the band where meaning decides. Most
         # claims are decided by their words alone, which keeps the checker cheap on long contexts.
-        per_claim = []
+        per_claim, meaning = [], []
         for claim in claims:
             words = _content(claim)
             lexical = [sum(w in sw for w in words) / len(words) for sw in span_words]
@@ -198,10 +192,11 @@ class ClaimChecker:
             by_text = {spans[j]: j for j in reversed(_finalists(lexical, len(sentences)))}  # first index kept
             finalists = sorted(by_text.values())
             # Below the band no span can support the claim: which one is shown as evidence does not matter.
-            per_claim.append(
-                (lexical, finalists if lexical[finalists[0]] >= self.lexical_with_meaning else finalists[:1])
-            )
-        return _Plan(claims, spans, titles, per_claim, self.lexical_with_meaning, self.lexical_alone)
+            top = lexical[finalists[0]]
+            finalists = finalists if top >= self.lexical_with_meaning else finalists[:1]
+            per_claim.append((lexical, finalists))
+            meaning.append(len(finalists) > 1 or self.lexical_with_meaning <= top < self.lexical_alone)
+        return _Plan(claims, spans, titles, per_claim, meaning)
 
     def _decide(
         self, plan: _Plan, vectors: dict[str, np.ndarray], context: str, question: str | None
@@ -211,7 +206,7 @@ class ClaimChecker:
         verdicts = []
         for i, (claim, (lexical, finalists)) in enumerate(zip(plan.claims, plan.per_claim, strict=True)):
             best, sem = finalists[0], None
-            if plan.needs_meaning(i):
+            if plan.meaning[i]:
                 sims = [float(vectors[spans[j]] @ vectors[claim]) for j in finalists]
                 pick = max(range(len(finalists)), key=lambda t: (sims[t], -t))
                 best, sem = finalists[pick], sims[pick]
