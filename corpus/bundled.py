@@ -26,7 +26,7 @@ CORPUS_FILE = "wiki_vital_en.jsonl"
 QUESTIONS_FILE = "fanoutqa_dev_questions.jsonl"
 DEMO_FILE = "fanoutqa_dev_demo.jsonl"
 GENERATED_FILE = "generated_questions.jsonl"
-GENERATED_N = 1000
+GENERATED_N = 2900
 """Questions in the generated set: enough for the gate to decide a few points of answer quality."""
 MANIFEST_FILE = "MANIFEST.json"
 DEMO_UNANSWERABLE = 10

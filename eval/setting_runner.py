@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from corpus.models import Hit, Question
 from corpus.retrieve import RetrievalMode
-from eval.answer_cache import CacheHit, CacheLookups, add_lookups, cache_hits, serve_hits
+from eval.answer_cache import CacheHit, CacheLookups, add_lookups, cache_hits, question_guard, serve_hits
 from eval.batch import generate_setting, reset_and_warm
 from eval.citations import CITED_INSTRUCTION
 from eval.components import Components
@@ -119,7 +119,7 @@ class SettingRunner:
         embedder = self.comps.embedder
         embed = getattr(embedder, "embed_query_uncached", embedder.embed_query)
         ids, texts = [q.id for q in self.questions], [q.question for q in self.questions]
-        return cache_hits(ids, lambda i: embed(texts[i]), threshold, texts)
+        return cache_hits(ids, lambda i: embed(texts[i]), threshold, texts, question_guard(embedder.embed_query))
 
     def retrieve(self, mode: RetrievalMode) -> None:
         """`n_candidates` per question for retrieval `mode`, once per runner."""
