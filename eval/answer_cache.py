@@ -43,9 +43,20 @@ _ANSWER_TYPE = {
     **dict.fromkeys("many number".split(), "count"),
 }
 """Words that say what kind of thing the answer is ("where" and "in which city" both ask for a place)."""
+_WH = frozenset("when where who whom whose many".split())
+"""Answer-type words that are only that (an "author" or a "city" is a content word as well)."""
+_DIMENSION = {
+    "tall": "height", "high": "height", "deep": "depth", "long": "length", "wide": "width", "old": "age",
+    "heavy": "weight", "fast": "speed", "far": "distance", "big": "size", "large": "size", "hot": "temperature",
+}  # fmt: skip
+""""How tall" asks for the height: the adjective after "how" stands for its noun."""
 _NEGATION = frozenset("not no never nor none neither".split())
-_FRAME = frozenset("name named called tell know please can could would exactly located situated".split())
-"""Words that frame a question without changing what it asks ("Can you tell me ...")."""
+_FRAME = frozenset(
+    "name named called tell know please can could would exactly located situated "
+    "become became come came go went take took happen happened occur occurred up out".split()
+)
+"""Words that frame a question without changing what it asks ("Can you tell me ...", light verbs: "When
+did X happen?", "When did X come to an end?")."""
 WORD_MATCH = 0.8
 """Cosine between two words' embeddings at which one may stand for the other ("tallest" / "highest"):
 chosen on hand-written tuning pairs (benchmarks/answer_cache.py)."""
@@ -57,7 +68,7 @@ def specifics(question: str) -> frozenset[str]:
     """
     text = _PREFIX.sub("", question.strip())
     found = (_POSSESSIVE.sub("", m.group(0).rstrip(".,")) for m in _SPECIFIC.finditer(text))
-    return frozenset(w for w in found if w not in _FUNCTION_WORDS)
+    return frozenset(w for w in found if w not in _FUNCTION_WORDS and w.lower() not in _FRAME)
 
 
 def same_specifics(a: str, b: str) -> bool:
@@ -72,16 +83,21 @@ def same_specifics(a: str, b: str) -> bool:
 
 
 def asked(question: str) -> tuple[frozenset[str], dict[str, str]]:
-    """What a question asks for, in lower-case words: the answer types its wh-words and frame nouns name,
-    and its other content words (5-letter stems -> the word), names among them (the first guard has
-    compared the names; a name both questions share cancels out).
+    """What a question asks for, in lower-case words: the answer types its wh-phrase names ("where", "in
+    which city"; "*" for a cloze's blank), and its content words (5-letter stems -> the word), names among
+    them (the first guard has compared the names; a name both questions share cancels out).
     """
     text = _PREFIX.sub("", question.strip())
     words = re.findall(r"[A-Za-z]{2,}", text)
     lowered = [w.lower() for w in words]
-    asking = [w.lower() for w in words if w.islower() or w in _FUNCTION_WORDS]  # not "Years" of a title
-    types = frozenset(_ANSWER_TYPE[w] for w in asking if w in _ANSWER_TYPE)
-    content = {w[:5]: w for w in lowered if w not in STOP and w not in _FRAME and w not in _ANSWER_TYPE}
+    types = frozenset(
+        _ANSWER_TYPE[w] if w in _WH else _ANSWER_TYPE[lowered[i + 1]]
+        for i, w in enumerate(lowered)
+        if (w in _WH and (words[i].islower() or words[i] in _FUNCTION_WORDS))
+        or (w in ("which", "what") and i + 1 < len(lowered) and lowered[i + 1] in _ANSWER_TYPE)
+    ) | ({"*"} if "___" in text else set())  # "*": a cloze's blank asks for any kind of answer
+    lowered = [_DIMENSION.get(w, w) if i and lowered[i - 1] == "how" else w for i, w in enumerate(lowered)]
+    content = {w[:5]: w for w in lowered if w not in STOP and w not in _FRAME and w not in _WH}
     if any(w in _NEGATION for w in lowered):
         content["not"] = "not"
     return types, content
@@ -120,15 +136,17 @@ def same_ask(a: str, b: str, word_similarity: Callable[[str, str], float], word_
     """
     types_a, words_a = asked(a)
     types_b, words_b = asked(b)
-    if types_a and types_b and not types_a & types_b:
+    if types_a and types_b and not types_a & types_b and "*" not in types_a | types_b:
         return False
     roles = {name_role(a), name_role(b)}
     if roles == {"subject", "object"}:
         return False
     only_a = [w for s, w in words_a.items() if s not in words_b]
     only_b = [w for s, w in words_b.items() if s not in words_a]
-    for mine, theirs in ((only_a, only_b), (only_b, only_a)):
+    for mine, theirs, their_types in ((only_a, only_b, types_b), (only_b, only_a, types_a)):
         for word in mine:
+            if word in _ANSWER_TYPE and (not their_types or {"*", _ANSWER_TYPE[word]} & their_types):
+                continue  # "Which author wrote X?" asks what "Who wrote X?" asks
             if not theirs or max(word_similarity(word, other) for other in theirs) < word_match:
                 return False
     return True
