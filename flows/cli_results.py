@@ -78,7 +78,7 @@ def questions(
 @app.command()
 def report(
     store: Annotated[Path, typer.Option(help="DuckDB results file.")],
-    run: Annotated[str | None, typer.Option(help="Run id (default: the latest run).")] = None,
+    run: Annotated[str | None, typer.Option(help="Run id (default: the latest run that stored rows).")] = None,
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="Folder for pareto.svg and report.md (default: print only).")
     ] = None,

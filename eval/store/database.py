@@ -185,8 +185,12 @@ class DuckDBStore(RunLifecycle):
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
     def latest_run(self) -> str | None:
-        """Id of the most recently started run."""
-        rows = self.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1")
+        """Id of the most recently started run that stored a sample (a run that failed before its first
+        setting has nothing to show); the most recent run when none did."""
+        rows = self.query(
+            "SELECT run_id FROM runs r ORDER BY EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.run_id) DESC, "
+            "started_at DESC LIMIT 1"
+        )
         return str(rows[0]["run_id"]) if rows else None
 
     def leaderboard(self, run_id: str) -> list[Record]:

@@ -323,3 +323,15 @@ def test_read_api_resolves_settings_pairs_samples_and_reads_runs(tmp_path: Path)
         reader.run_meta("r9")
     with pytest.raises(CribsheetError, match=r"unknown runs column\(s\) \['finshed'\]"):
         store.finish_run("r1", "ok", finshed=True)
+
+
+def test_the_latest_run_is_the_latest_with_rows_not_one_that_failed_before_its_first_setting(tmp_path: Path) -> None:
+    store = DuckDBStore(tmp_path / "r.duckdb")
+    assert store.latest_run() is None
+    store.start_run(_run("r1"), [])
+    assert store.latest_run() == "r1"  # no run has rows yet: the latest one
+    store.add_samples([_sample("q1")])
+    later = _run("r2").model_copy(update={"started_at": dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)})
+    store.start_run(later, [])
+    store.finish_run("r2", "failed")
+    assert store.latest_run() == "r1"
