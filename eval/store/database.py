@@ -186,7 +186,8 @@ class DuckDBStore(RunLifecycle):
 
     def latest_run(self) -> str | None:
         """Id of the most recently started run that stored a sample (a run that failed before its first
-        setting has nothing to show); the most recent run when none did."""
+        setting has nothing to show); the most recent run when none did.
+        """
         rows = self.query(
             "SELECT run_id FROM runs r ORDER BY EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.run_id) DESC, "
             "started_at DESC LIMIT 1"
