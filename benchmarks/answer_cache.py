@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-THRESHOLDS = [round(0.80 + 0.01 * i, 2) for i in range(20)] + [0.995, 0.999]
+THRESHOLDS = [round(0.50 + 0.01 * i, 2) for i in range(50)] + [0.995, 0.999]
 
 
 def _rates(sims: np.ndarray, should_hit: np.ndarray, t: float, guard: np.ndarray | None = None) -> tuple[float, float]:
@@ -78,7 +78,7 @@ def _word_match_scan(h: HandPairs, emb: Any) -> dict[str, list[float]]:
     """Hit and false-hit rates of the guard alone (no cosine threshold) per WORD_MATCH, on `h`: how the
     word threshold was chosen (the lowest with no false hit on the tuning pairs).
     """
-    from eval.answer_cache import question_guard
+    from eval.cache_guard import question_guard
 
     print(f"{'word match':>10}{'hit':>8}{'false':>8}   (hand-written tuning pairs, guard alone)")
     scan: dict[str, list[float]] = {}
@@ -118,7 +118,7 @@ def main() -> None:
     kinds = np.array([p.kind for p in pairs])
     tune = np.array([int(hashlib.sha256(p.id.encode()).hexdigest()[-1], 16) % 2 == 0 for p in pairs])
 
-    from eval.answer_cache import question_guard, same_specifics
+    from eval.cache_guard import question_guard, same_specifics
 
     word_guard = question_guard(emb.embed_query)
     guards: dict[str, Callable[[str, str], bool] | None] = {

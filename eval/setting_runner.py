@@ -14,8 +14,9 @@ from typing import TypeVar
 
 from corpus.models import Hit, Question
 from corpus.retrieve import RetrievalMode
-from eval.answer_cache import CacheHit, CacheLookups, add_lookups, cache_hits, question_guard, serve_hits
+from eval.answer_cache import CacheHit, CacheLookups, add_lookups, cache_hits, serve_hits
 from eval.batch import generate_setting, reset_and_warm
+from eval.cache_guard import question_guard
 from eval.citations import CITED_INSTRUCTION
 from eval.components import Components
 from eval.faithfulness import ClaimChecker
