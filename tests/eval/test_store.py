@@ -335,3 +335,5 @@ def test_the_latest_run_is_the_latest_with_rows_not_one_that_failed_before_its_f
     store.start_run(later, [])
     store.finish_run("r2", "failed")
     assert store.latest_run() == "r1"
+    store.add_samples([_sample("q1").model_copy(update={"run_id": "r2"})])
+    assert store.latest_run() == "r2"  # both have rows: the later one
