@@ -85,19 +85,23 @@ def index_identity(config: SweepConfig) -> tuple[int | None, str | None]:
     return identity(config.index_path, config.index_version)
 
 
-def build_components(config: SweepConfig, settings: Sequence[Setting]) -> Components:
-    """Real backends by the names in `config`: the default models come from packages."""
+def build_components(config: SweepConfig, settings: Sequence[Setting], corpus_sha256: str | None = None) -> Components:
+    """Real backends by the names in `config`: the default models come from packages. `corpus_sha256`: the
+    index's document digest when the caller has computed it already (else it is computed here).
+    """
     # The judge first: its server comes up (or fails, with its log) before our own engine holds memory.
     judge = build_judge(config) if config.judge else None
     try:
-        return _components(config, settings, judge)
+        return _components(config, settings, judge, corpus_sha256)
     except BaseException:
         if judge is not None:
             judge.close()
         raise
 
 
-def _components(config: SweepConfig, settings: Sequence[Setting], judge: Judge | None) -> Components:
+def _components(
+    config: SweepConfig, settings: Sequence[Setting], judge: Judge | None, corpus_sha256: str | None
+) -> Components:
     """The sweep's own backends around an already started judge."""
     from eval.compress.cache import LanceCompressionCache
 
@@ -130,6 +134,6 @@ def _components(config: SweepConfig, settings: Sequence[Setting], judge: Judge |
         compressors=compressors,
         generator=generator,
         index_version=retriever.version,
-        corpus_sha256=retriever.corpus_digest(),
+        corpus_sha256=corpus_sha256 if corpus_sha256 is not None else retriever.corpus_digest(),
         judge=judge,
     )

@@ -97,6 +97,7 @@ def run_sweep(
             sweep.done, sweep.resumed = claim.done, claim.resumed
             sweep.reuse_key = row.reuse_key if reuse else None
             sweep.ray, sweep.index_version, sweep.wrap = (ray if on_ray else None), index_version, wrap
+            sweep.corpus_sha256 = corpus_sha256
             return sweep.run(settings)
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"[:2000]
@@ -128,6 +129,8 @@ class _Sweep:
     """Compute settings on Ray workers (each with its own engine) instead of in this process."""
     index_version: int | None = None
     """The index version this run reads (Ray workers are pinned to it)."""
+    corpus_sha256: str | None = None
+    """The digest of that version's documents, computed once for the run row."""
     wrap: SettingWrap | None = None
     owns_components: bool = False
     """`comps` were built here (for the settings left to compute) and are closed by `run_sweep`."""
@@ -142,7 +145,8 @@ class _Sweep:
         """
         if self.comps is None:
             t0 = time.perf_counter()
-            self.comps, self.owns_components = build_components(self._pinned(), todo), True
+            self.comps = build_components(self._pinned(), todo, corpus_sha256=self.corpus_sha256)
+            self.owns_components = True
             self.stages["load_models"] = self.stages.get("load_models", 0.0) + time.perf_counter() - t0
         return self.comps
 

@@ -105,9 +105,12 @@ def test_a_rerun_builds_models_only_for_the_settings_it_computes(
     built: list[list[str]] = []
     real = sweep_module.build_components
 
-    def recording(config: SweepConfig, settings: list[Setting]) -> Components:
+    digests: list[str | None] = []
+
+    def recording(config: SweepConfig, settings: list[Setting], corpus_sha256: str | None = None) -> Components:
         built.append(sorted(s.compressor for s in settings))
-        return real(config, settings)
+        digests.append(corpus_sha256)  # the run's digest, handed over: not computed a second time
+        return real(config, settings, corpus_sha256)
 
     monkeypatch.setattr(sweep_module, "build_components", recording)
     named = config.model_copy(update={"embedder": "hash", "generator": GeneratorConfig(name="fake")})
@@ -121,5 +124,7 @@ def test_a_rerun_builds_models_only_for_the_settings_it_computes(
     assert (second.settings_reused, third.settings_reused) == (1, 2)
     assert built == [["none"], ["halving"]]
     con = duckdb.connect(third.store_path, read_only=True)
+    stored = {r[0] for r in con.execute("SELECT corpus_sha256 FROM runs").fetchall()}
+    assert len(stored) == 1 and digests == [*stored, *stored] and None not in digests
     assert con.execute("SELECT count(*) FROM samples WHERE run_id = ?", [third.run_id]).fetchone() == (8,)
     assert con.execute("SELECT status FROM runs WHERE run_id = ?", [third.run_id]).fetchone() == ("ok",)
