@@ -63,16 +63,21 @@ def _text(question: str) -> str:
     return _PREFIX.sub("", question.strip()).replace("n't", " not").replace("n’t", " not")
 
 
-def specifics(question: str) -> frozenset[str]:
-    """The numbers (digit-group commas dropped) and capitalised names of a question, question and function
-    words aside: what makes it about this entity rather than a neighbour's.
+def _specific(token: str) -> str | None:
+    """A number (digit-group commas dropped) or a capitalised name, in the form two questions compare; None
+    for any other token (a question or function word, a lower-case word).
     """
-    found = (_POSSESSIVE.sub("", m.group(0).rstrip(".,")) for m in _SPECIFIC.finditer(_text(question)))
-    return frozenset(
-        re.sub(r"(?<=\d),(?=\d)", "", w)
-        for w in found
-        if w and (w[0].isdigit() or w[0].isupper()) and w not in _FUNCTION_WORDS and w.lower() not in _FRAME
-    )
+    w = _POSSESSIVE.sub("", token.rstrip(".,"))
+    if not w or not (w[0].isdigit() or w[0].isupper()) or w in _FUNCTION_WORDS or w.lower() in _FRAME:
+        return None
+    return re.sub(r"(?<=\d),(?=\d)", "", w)
+
+
+def specifics(question: str) -> frozenset[str]:
+    """The numbers and capitalised names of a question, question and function words aside: what makes it
+    about this entity rather than a neighbour's.
+    """
+    return frozenset(w for m in _SPECIFIC.finditer(_text(question)) if (w := _specific(m.group(0))))
 
 
 def same_specifics(a: str, b: str) -> bool:
@@ -131,7 +136,7 @@ def name_role(question: str) -> str | None:
     was succeeded by whom?"); None when it cannot tell (a copula: "Who was Victoria's husband?").
     """
     text = _text(question)
-    name = next((m for m in _SPECIFIC.finditer(text) if specifics(m.group(0))), None)
+    name = next((m for m in _SPECIFIC.finditer(text) if _specific(m.group(0))), None)
     if name is None:
         return None
     before, after = text[: name.start()], text[name.end() :]
@@ -165,8 +170,8 @@ def same_ask(a: str, b: str, word_similarity: Callable[[str, str], float], word_
     only_a = [w for s, w in words_a.items() if s not in words_b]
     only_b = [w for s, w in words_b.items() if s not in words_a]
     for mine, theirs, their_types in ((only_a, only_b, types_b), (only_b, only_a, types_a)):
+        bare = not any(w in _ANSWER_TYPE for w in theirs)  # the other names no answer-type noun of its own
         for word in mine:
-            bare = not any(w in _ANSWER_TYPE for w in theirs)  # the other names no answer-type noun of its own
             if word in _ANSWER_TYPE and bare and {"*", _ANSWER_TYPE[word]} & their_types:
                 continue
             if not theirs or max(word_similarity(word, other) for other in theirs) < word_match:
