@@ -24,6 +24,7 @@ _ATTRIBUTE = re.compile(
 
 
 _MARKER = re.compile(r"\[\d+\]")  # a passage number, not a number of the text
+_PRONOUN = re.compile(r"\b(?:it|its|he|his|she|her|they|their)\b", re.I)
 
 
 def name_tokens(text: str) -> list[str]:
@@ -50,8 +51,13 @@ def aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
         attributes_ok &= any(all(w in set(_canon(normalize(c).split())) for w in attributes) for c in tied)
         names = [t for t in name_tokens(cc) if t not in titles]
         sc_names = [t for t in name_tokens(sc) if t not in titles]
-        elsewhere = {t for c in span_clauses if c is not sc for t in name_tokens(c)}
-        roles_ok &= _numbers_in_role(cc, words, claim_words, sentences)
+        # A claim may name what a pronoun of the span stands for ("Arequipa is the seat of ..." for "Arequipa
+        # is a city in Peru. It is the seat of ..."): the names of earlier clauses are then not in another
+        # clause's role. A claim that keeps the pronoun has no name to resolve it to.
+        resolved = len(_PRONOUN.findall(sc)) > len(_PRONOUN.findall(cc))
+        earlier = span_clauses[: span_clauses.index(sc)] if resolved else []
+        elsewhere = {t for c in span_clauses if c is not sc and c not in earlier for t in name_tokens(c)}
+        roles_ok &= _numbers_in_role(cc, words, claim_words, sentences) and _numbers_after_same_words(cc, span)
         if sc_names:  # a clause without names leaves the subject to its neighbours ("..., at 8,611 metres")
             roles_ok &= not any(t not in sc_tokens and t in elsewhere for t in names)
             shared = [t for t in dict.fromkeys(names) if t in sc_names]
@@ -78,6 +84,22 @@ def _numbers_in_role(claim_clause: str, words: set[str], claim_words: set[str], 
     swapped_out = any(t[0].isdigit() and t not in numbers for b in best for t in b)
     elsewhere = {t for tokens in sentences if not any(tokens is b for b in best) for t in tokens}
     return not swapped_out or not any(t in elsewhere and not any(t in b for b in best) for t in numbers)
+
+
+def _numbers_after_same_words(claim_clause: str, span: str) -> bool:
+    """No number of the claim stands where the span, after the same two words, has another one
+    ("assassination in 1970" where the span says "assassination in 1981"). The span may hold more before it
+    ("from 15 October 1970" for "from 1970").
+    """
+    claim = _canon(normalize(_MARKER.sub(" ", claim_clause)).split())
+    text = _canon(normalize(_MARKER.sub(" ", span)).split())
+    for i, n in enumerate(claim):
+        if i < 2 or not n[0].isdigit():
+            continue
+        after = [text[j + 2 : j + 5] for j in range(len(text) - 2) if text[j : j + 2] == claim[i - 2 : i]]
+        if after and not any(n in words for words in after) and any(words[0][0].isdigit() for words in after):
+            return False
+    return True
 
 
 def _polarity(text: str) -> bool:

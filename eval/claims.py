@@ -20,18 +20,29 @@ def content_words(text: str) -> list[str]:
     return _canon([w for w in normalize(text).split() if w not in STOP])
 
 
+_MARKER = re.compile(r"\[\d+\]")  # a passage number
 _FENCE = re.compile(r"```.*?(```|$)", re.S)
 _LIST_MARK = re.compile(r"^\s*(?:\(?\d{1,3}[.)]|[-*•]|[a-z][.)])(?=\s|$)\s*")
+_LONG = 12
+"""Words from which an answer ending mid-sentence was cut off by the token limit (48 tokens by default)."""
+_FRAGMENT = 4
+"""Content words from which the unfinished last sentence of a cut answer is a claim."""
+_FINISHED = re.compile(r"[.!?\"'”’)\]]\s*$")
+_ANSWER_IS = re.compile(r"\s*(?:so,? )?(?:the )?(?:final |short |correct )?answer\b", re.I)
 _LEAD_IN = re.compile(
-    r"^\s*(?:(?:so,? )?(?:the )?(?:final |short |correct )?answer(?: is| would be)?|answer|"
+    r"^\s*(?:(?:so,? )?(?:the )?(?:final |short |correct )?answer(?: to (?:this|the|your) question)?"
+    r"(?: is| would be)?|answer|"
     r"according to (?:the )?(?:context|passages?|text|crib sheet)|based on (?:the )?(?:context|passages?|text)|"
-    r"(?:the )?passages? (?:is|are|says?|states?|reads?)|passage|\[\d+\][^:]{0,80}:)"
+    r"(?:the )?passages? (?:is|are|says?|states?|reads?)|"
+    r"(?:the )?passages? (?:you provided |provided )?(?:also )?(?:provides?|gives?|contains?|mentions?|discusses?|"
+    r"describes?|includes?)(?: (?:some |a brief |brief |detailed )?(?:information|overview|details|description)"
+    r"(?: (?:about|of|on))?)?|passage|\[\d+\][^:]{0,80}:|\[\d+\])"
     r"\s*[:,-]?\s*",
     re.I,
 )
 
 
-def split_claims(answer: str, question: str | None = None) -> list[str]:
+def split_claims(answer: str, question: str | None = None, context: str | None = None) -> list[str]:
     """The assertions of an answer, one per sentence (a short answer is one claim).
 
     Not claims: abstentions, code fences, list numbers ("3."), lead-ins ("The answer is:", "According to
@@ -44,12 +55,25 @@ def split_claims(answer: str, question: str | None = None) -> list[str]:
     text = _FENCE.sub(" ", answer)
     asked = set(content_words(question)) if question else set()
     claims = []
-    lines = [_LIST_MARK.sub("", line) for line in text.splitlines()]
+    lines = [_unlist(line) for line in text.splitlines()]
     sentences = [line[s:e] for line in lines for s, e, _ in sentence_spans(line)]
-    for sentence in sentences:
+    cut = len(text.split()) >= _LONG
+    for i, sentence in enumerate(sentences):
         claim = _LIST_MARK.sub("", sentence)
-        for _ in range(3):  # "The passage is: [1] Title: ..." peels in steps
+        answers = bool(_ANSWER_IS.match(claim))
+        for _ in range(3):  # "The passage is: [1] Title: 1. ..." peels in steps
             claim = _LEAD_IN.sub("", claim).strip()
+            rest = _LIST_MARK.sub("", claim)
+            claim = rest if content_words(rest) else claim  # "1. Taiwan is ..." but not "8." alone
+        answers = answers and len(claim.split()) <= 3  # "The answer is: 2018", not "...: Beirut has been"
+        if i == len(sentences) - 1 and cut and not answers and not _FINISHED.search(claim):
+            # Cut off by the token limit (a long answer ending mid-sentence; a short one, or one after "The
+            # answer is:", needs no full stop):
+            # an unfinished fragment ("San Marino is the fifth") asserts nothing yet; a longer one asserts
+            # what stands before the cut.
+            claim = _drop_cut_word(claim, context)
+            if len(content_words(claim)) < _FRAGMENT:
+                continue
         words = content_words(claim)
         if not words or claim.endswith(":") or (asked and set(words) <= asked and claim.rstrip().endswith("?")):
             continue
@@ -57,3 +81,29 @@ def split_claims(answer: str, question: str | None = None) -> list[str]:
             continue  # the question restated as a statement: nothing the context has to support
         claims.append(claim)
     return claims
+
+
+def _unlist(line: str) -> str:
+    """`line` without its list number, also after a lead-in ("The answer is: 1. Taiwan is ..."); a number
+    alone after a lead-in is an answer ("The answer is: 8.").
+    """
+    line = _LIST_MARK.sub("", line)
+    lead = _LEAD_IN.match(line)
+    if lead and lead.end() < len(line):
+        rest = line[lead.end() :]
+        listed = _LIST_MARK.match(rest)
+        if listed and rest[listed.end() :].strip():
+            return line[: lead.end()] + rest[listed.end() :]
+    return line
+
+
+def _drop_cut_word(claim: str, context: str | None) -> str:
+    """`claim` without its last word when the token limit cut it: a word the context has only as the start
+    of a longer one ("in 13" for "in 1336", "Call" for "Callisto"); without a context, any last word.
+    """
+    head, _, last = claim.rstrip().rpartition(" ")
+    word = normalize(last)
+    if context is None or not word:
+        return head
+    words = set(normalize(_MARKER.sub(" ", context)).split())
+    return head if word not in words and any(w.startswith(word) for w in words) else claim

@@ -24,10 +24,11 @@ from corpus.chunk import sentence_spans
 from corpus.embed import Embedder, VectorCache
 from corpus.normalize import canonical as _canon
 from corpus.normalize import normalize
-from eval.alignment import aligned, clauses, name_tokens
+from eval.alignment import _MARKER, aligned, name_tokens
 from eval.claims import _SLOT, split_claims
 from eval.claims import content_words as _content
 from eval.rows import ClaimVerdict
+from eval.slots import answers_what_is_asked, fills_the_slot, restated_fill
 
 _TITLE = re.compile(r"^\[\d+\] ([^:\n]+):", re.M)
 
@@ -41,67 +42,17 @@ class FaithfulnessResult(BaseModel):
     claims: list[ClaimVerdict]
 
 
-def _stem(word: str) -> str:
-    return word[:5] if len(word) > 5 else word
+_GLUED = re.compile(r"[^\W\d_]+|\d+")
 
 
-def _answers_what_is_asked(claim: str, question: str, context: str) -> bool | None:
-    """For a claim answering a question without a slot ("The official language of Monaco is Italian."):
-    the names and numbers it adds to the question must sit in the context clause that states what the
-    question asks (the clause with most of the question's words). None when the claim adds none, or no
-    clause states all of the question's predicate.
-    """
-    asked = set(_content(question))
-    names = set(name_tokens(question))
-    added = [t for t in name_tokens(claim) if t not in asked] + [
-        t for t in _canon(normalize(claim).split()) if any(c.isdigit() for c in t) and t not in asked
-    ]
-    predicate = {_stem(w) for w in asked - names}
-    if not added or not predicate:
-        return None
-    scored = []
-    for s, e, _ in sentence_spans(context):
-        parts = clauses(context[s:e])
-        subject = set(_canon(normalize(parts[0]).split())) if parts else set()
-        for clause in parts:
-            tokens = _canon(normalize(clause).split())
-            stems = {_stem(t) for t in tokens}
-            # A clause's subject may stand before an aside: "Beijing, previously Peking, is the capital".
-            scored.append((len(predicate & stems), len(names & set(tokens)), set(tokens) | subject))
-    if not scored or max(s[0] for s in scored) < len(predicate):
-        return None
-    best = max((p, n) for p, n, _ in scored)
-    return any(all(t in tokens for t in added) for p, n, tokens in scored if (p, n) == best)
-
-
-_PREPOSITIONS = {"in", "on", "from", "since", "until", "by", "around", "to", "at", "about"}
-
-
-def _fills_the_slot(answer: str, question: str, context: str) -> bool | None:
-    """Does the context hold a short answer where the question's slot is: both neighbours of the slot next
-    to it ("from 1961 to" for "... from which year to 1962?")? None when the question has no slot inside it
-    or the answer is not short.
-    """
-    question = re.sub(r"^\s*fill in the blank\s*:\s*", "", question, flags=re.I)
-    m = _SLOT.search(question)
-    words = normalize(answer).split()
-    if m is None or m.start() == 0 or not 1 <= len(words) <= 4:
-        return None
-    left2 = normalize(question[: m.start()] + (m.group("prep") or "")).split()[-2:]
-    right2 = normalize(question[m.end() :]).split()[:2]
-    left, right = left2[-1:], right2[:1]
-    if m.group().startswith("how many") and right and words[-1] == right[0]:
-        words = words[:-1]  # "6,400 km" for "how many km"
-    if words and words[0] in _PREPOSITIONS:
-        words = words[1:]  # "in 1889" for "in which year"
-    if not words:
-        return None
-    hay, phrase = f" {normalize(context)} ", " ".join(words)
-    if f" {' '.join([*left2, phrase, *right2])} " in hay:
-        return True
-    # The neighbours may differ (a dropped aside): each one next to the answer, and the answer only once.
-    sides = all(f" {' '.join(part)} " in hay for part in ([*left, phrase], [phrase, *right]) if len(part) > 1)
-    return sides and hay.count(f" {phrase} ") == 1
+def _with_pieces(tokens: Sequence[str]) -> set[str]:
+    """`tokens` and the pieces of those a compressor glued together ("moscow1533": "moscow", "1533")."""
+    out = set(tokens)
+    for t in tokens:
+        pieces = _GLUED.findall(t)
+        if len(pieces) > 1:
+            out.update(pieces)
+    return out
 
 
 @dataclass
@@ -111,6 +62,11 @@ class _Plan:
     claims: list[str]
     spans: list[str]
     titles: set[str]
+    span_titles: list[set[str]]
+    premise: set[str]
+    """Words of the question the context does not have (a compressor dropped them): restating them is not a
+    claim about the context ("... by Robert Millikan in 1909" where the question gives 1909)."""
+    """Per span: the words of the title of the passage(s) it sits in ("Its capital is Nuuk" under "Greenland")."""
     per_claim: list[tuple[list[float], list[int]]]
     """Per claim: lexical score of every span, and the finalists: the spans covering most of the claim's
     words (a sentence preferred to the pairs that hold it); more than one only when they tie."""
@@ -172,21 +128,28 @@ class ClaimChecker:
 
     def _plan(self, answer: str, context: str, question: str | None) -> _Plan | None:
         """Claims, candidate spans and their lexical scores: everything but the embeddings."""
-        claims = split_claims(answer, question)
+        claims = split_claims(answer, question, context)
         if not claims:
             return None
         sentences = [(s, e) for s, e, _ in sentence_spans(context)] or [(0, len(context))]
         # Single sentences and adjacent pairs: "It lies in ..." needs the sentence before it to name "It".
         spans = [context[s:e] for s, e in sentences]
         spans += [context[a[0] : b[1]] for a, b in zip(sentences, sentences[1:], strict=False)]
-        span_words = [set(_content(s)) for s in spans]
-        titles = {t for title in _TITLE.findall(context) for t in _canon(normalize(title).split())}
+        span_words = [_with_pieces(_content(s)) for s in spans]
+        premise = set()
+        if question:
+            known = _with_pieces(_canon(normalize(context).split()))
+            premise = {t for t in _canon(normalize(question).split()) if t not in known}
+        heads = [(m.start(), set(_canon(normalize(m.group(1)).split()))) for m in _TITLE.finditer(context)]
+        titles = {t for _, words in heads for t in words}
+        own = [next((w for at, w in reversed(heads) if at <= s), set()) for s, _ in sentences]
+        span_titles = own + [a | b for a, b in zip(own, own[1:], strict=False)]
         # The embedder is asked only where it can change a verdict: to break a tie between distinct spans
         # that cover the claim equally, or when the coverage is in the band where meaning decides. Most
         # claims are decided by their words alone, which keeps the checker cheap on long contexts.
         per_claim, meaning = [], []
         for claim in claims:
-            words = _content(claim)
+            words = [w for w in _content(claim) if w not in premise] or _content(claim)
             lexical = [sum(w in sw for w in words) / len(words) for sw in span_words]
             # Identical texts (a sentence repeated in two passages) are one finalist: no tie to break.
             by_text = {spans[j]: j for j in reversed(_finalists(lexical, len(sentences)))}  # first index kept
@@ -196,7 +159,7 @@ class ClaimChecker:
             finalists = finalists if top >= self.lexical_with_meaning else finalists[:1]
             per_claim.append((lexical, finalists))
             meaning.append(len(finalists) > 1 or self.lexical_with_meaning <= top < self.lexical_alone)
-        return _Plan(claims, spans, titles, per_claim, meaning)
+        return _Plan(claims, spans, titles, span_titles, premise, per_claim, meaning)
 
     def _decide(
         self, plan: _Plan, vectors: dict[str, np.ndarray], context: str, question: str | None
@@ -210,16 +173,21 @@ class ClaimChecker:
                 sims = [float(vectors[spans[j]] @ vectors[claim]) for j in finalists]
                 pick = max(range(len(finalists)), key=lambda t: (sims[t], -t))
                 best, sem = finalists[pick], sims[pick]
-            span_tokens = set(_canon(normalize(spans[best]).split()))
-            claim_tokens = _canon(normalize(claim).split())
+            span_tokens = _with_pieces(_canon(normalize(spans[best]).split())) | plan.premise
+            claim_tokens = _canon(normalize(_MARKER.sub(" ", claim)).split())
             numbers_ok = all(t in span_tokens for t in claim_tokens if any(c.isdigit() for c in t))
-            names_ok = all(t in span_tokens or t in titles for t in name_tokens(claim))
+            names_ok = all(t in span_tokens or t in plan.span_titles[best] for t in name_tokens(claim))
             lex = lexical[best]
             close = lex >= self.lexical_alone or (lex >= self.lexical_with_meaning and (sem or 0.0) >= self.meaning)
             polarity_ok, roles_ok, attributes_ok = aligned(claim, spans[best], titles)
-            slot_ok = _fills_the_slot(claim, question, context) if question else None
-            if question and slot_ok is None and not _SLOT.search(question):
-                slot_ok = _answers_what_is_asked(claim, question, context)
+            # A short claim is the answer when it stands alone or is a bare phrase ("2018" after a copy).
+            short = len(plan.claims) == 1 or len(normalize(claim).split()) <= 2
+            slot_ok = fills_the_slot(claim, question, context) if question and short else None
+            if question and slot_ok is None and _SLOT.search(question):
+                fill = restated_fill(claim, question)
+                slot_ok = fills_the_slot(fill, question, context) if fill else None
+            elif question and slot_ok is None:
+                slot_ok = answers_what_is_asked(claim, question, context)
             checks = {
                 "a number the supporting sentence does not have": numbers_ok,
                 "a name the supporting sentence does not have": names_ok,

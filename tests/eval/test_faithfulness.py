@@ -106,10 +106,10 @@ def test_an_answer_without_assertions_has_no_score(checker: ClaimChecker) -> Non
 def test_a_short_answer_must_fill_the_questions_slot(
     answer: str, question: str, context: str, expected: object
 ) -> None:
-    from eval.faithfulness import _fills_the_slot
+    from eval.slots import fills_the_slot
 
     context = context or "He was prime minister from 1961 to 1962 and president from 1962 to 1964."
-    assert _fills_the_slot(answer, question, context) is expected
+    assert fills_the_slot(answer, question, context) is expected
 
 
 def test_checking_many_answers_at_once_gives_the_verdicts_of_checking_each(checker: ClaimChecker) -> None:
@@ -146,3 +146,41 @@ def test_the_embedder_is_asked_only_where_meaning_can_change_the_verdict() -> No
     partial = checker.check("K2 is the second-highest peak on our planet.", CONTEXT)
     assert partial.claims[0].semantic is not None
     assert embedder.texts == ["K2 is the second-highest peak on our planet.", partial.claims[0].best_span]
+
+
+TWO_PASSAGES = (
+    "[1] Greenland: Greenland is the largest island in the world. Its capital and largest city is Nuuk.\n\n"
+    "[2] Iceland: Iceland is a Nordic island country. Its capital and largest city is Reykjavík."
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "supported"),
+    [
+        ("The capital of Iceland is Reykjavík.", True),  # "Its" under the title "Iceland"
+        ("The capital of Greenland is Nuuk.", True),
+        ("The capital of Greenland is Reykjavík.", False),  # "Greenland" titles another passage
+    ],
+)
+def test_a_title_stands_for_a_name_only_in_its_own_passage(checker: ClaimChecker, answer: str, supported: bool) -> None:
+    claim = checker.check(answer, TWO_PASSAGES).claims[0]
+    assert claim.supported is supported and claim.names_ok is supported
+
+
+def test_a_number_where_the_span_has_another_after_the_same_words(checker: ClaimChecker) -> None:
+    context = "[1] Anwar Sadat: Sadat was president of Egypt from 15 October 1970 until his assassination in 1981."
+    wrong = checker.check("Sadat was president of Egypt from 1970 until his assassination in 1970.", context)
+    assert wrong.score == 0.0 and wrong.claims[0].numbers_ok and not wrong.claims[0].roles_ok
+    # Dropping "15 October" before the year keeps it in place.
+    right = checker.check("Sadat was president of Egypt from 1970 until his assassination in 1981.", context)
+    assert right.score == 1.0
+
+
+def test_the_word_cut_by_the_token_limit_is_not_checked(checker: ClaimChecker) -> None:
+    context = "[1] Vijayanagara: The Vijayanagara Empire ruled much of southern India. It was established in 1336."
+    head = "The Vijayanagara Empire ruled much of southern India, as the passage says in its first line."
+    assert split_claims(f"{head} It was established in 13", None, context) == [head]
+    # A whole word of the context at the cut stays: "in 1337" would be a claim about 1337.
+    cut = f"{head} The Vijayanagara Empire was established in 1337"
+    assert split_claims(cut, None, context)[-1] == "The Vijayanagara Empire was established in 1337"
+    assert checker.check(cut, context).claims[-1].numbers_ok is False

@@ -1,0 +1,122 @@
+"""Question-aware checks of a claim: does a short answer (or the fill of a restated question) stand where
+the question's slot is in the context, and do the names a claim adds sit in the clause that states what is
+asked? Used by eval/faithfulness.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+from corpus.chunk import sentence_spans
+from corpus.normalize import canonical as _canon
+from corpus.normalize import normalize
+from eval.alignment import clauses, name_tokens
+from eval.claims import _SLOT
+from eval.claims import content_words as _content
+
+
+def _stem(word: str) -> str:
+    return word[:5] if len(word) > 5 else word
+
+
+def answers_what_is_asked(claim: str, question: str, context: str) -> bool | None:
+    """For a claim answering a question without a slot ("The official language of Monaco is Italian."):
+    the names and numbers it adds to the question must sit in the context clause that states what the
+    question asks (the clause with most of the question's words). None when the claim adds none, or no
+    clause states all of the question's predicate.
+    """
+    asked = set(_content(question))
+    names = set(name_tokens(question))
+    added = [t for t in name_tokens(claim) if t not in asked] + [
+        t for t in _canon(normalize(claim).split()) if any(c.isdigit() for c in t) and t not in asked
+    ]
+    predicate = {_stem(w) for w in asked - names}
+    if not added or not predicate:
+        return None
+    scored = []
+    for s, e, _ in sentence_spans(context):
+        parts = clauses(context[s:e])
+        subject = set(_canon(normalize(parts[0]).split())) if parts else set()
+        for clause in parts:
+            tokens = _canon(normalize(clause).split())
+            stems = {_stem(t) for t in tokens}
+            # A clause's subject may stand before an aside: "Beijing, previously Peking, is the capital".
+            scored.append((len(predicate & stems), len(names & set(tokens)), set(tokens) | subject))
+    if not scored or max(s[0] for s in scored) < len(predicate):
+        return None
+    best = max((p, n) for p, n, _ in scored)
+    return any(all(t in tokens for t in added) for p, n, tokens in scored if (p, n) == best)
+
+
+_PREPOSITIONS = {"in", "on", "from", "since", "until", "by", "around", "to", "at", "about"}
+
+
+def fills_the_slot(answer: str, question: str, context: str) -> bool | None:
+    """Does the context hold a short answer where the question's slot is: both neighbours of the slot next
+    to it ("from 1961 to" for "... from which year to 1962?")? None when the question has no slot inside it
+    or the answer is not short.
+    """
+    question = re.sub(r"^\s*fill in the blank\s*:\s*", "", question, flags=re.I)
+    m = _SLOT.search(question)
+    words = normalize(answer).split()
+    if m is None or m.start() == 0 or not 1 <= len(words) <= 4:
+        return None
+    left2 = normalize(question[: m.start()] + _prep(m)).split()[-2:]
+    right2 = normalize(question[m.end() :]).split()[:2]
+    left, right = left2[-1:], right2[:1]
+    if m.group().startswith("how many") and right and words[-1] == right[0]:
+        words = words[:-1]  # "6,400 km" for "how many km"
+    if words and words[0] in _PREPOSITIONS:
+        words = words[1:]  # "in 1889" for "in which year"
+    if not words:
+        return None
+    hay, phrase = f" {normalize(context)} ", " ".join(words)
+    if any(f" {' '.join([*a, phrase, *b])} " in hay for a, b in ((left2, right2), (left, right2), (left2, right))):
+        return True  # the answer between the slot's neighbours
+    # The neighbours may differ (a dropped aside): each one next to the answer, and the answer only once.
+    if hay.count(f" {phrase} ") != 1:
+        return False
+    # A number may stand without its scale word ("72" for "had 72 million members").
+    after = (
+        [phrase, *(f"{phrase} {scale}" for scale in ("thousand", "million", "billion"))]
+        if phrase.isdigit()
+        else [phrase]
+    )
+    return (not left or f" {' '.join([*left, phrase])} " in hay) and (
+        not right or any(f" {' '.join([a, *right])} " in hay for a in after)
+    )
+
+
+def _prep(m: re.Match[str]) -> str:
+    """The preposition that belongs before the slot's answer ("in" of "in which year", "by" of "by whom")."""
+    return " " + (m.group("prep") or ("by" if m.group().startswith("by ") else ""))
+
+
+def restated_fill(claim: str, question: str) -> str | None:
+    """What a claim that restates the question puts in its slot: the words between the slot's neighbours
+    ("... known as the Neckar river and lies ..." for "known as the ___ and lies"); None when the claim
+    does not restate them or the fill is longer than a short answer.
+    """
+    question = re.sub(r"^\s*fill in the blank\s*:\s*", "", question, flags=re.I)
+    m = _SLOT.search(question)
+    if m is None:
+        return None
+    before = normalize(question[: m.start()] + _prep(m)).split()[-3:]
+    after = normalize(question[m.end() :]).split()[:3]
+    words = normalize(claim).split()
+    for k in range(len(before), 1, -1):
+        starts = [i + k for i in range(len(words) - k + 1) if words[i : i + k] == before[-k:]]
+        if starts:
+            break
+    else:
+        return None
+    start = starts[0]
+    if not after:
+        fill = words[start:]
+    else:
+        later = range(start + 1, len(words))
+        ends = [j for k in range(len(after), 0, -1) for j in later if words[j : j + k] == after[:k]]
+        if not ends:
+            return None
+        fill = words[start : ends[0]]
+    return " ".join(fill) if 1 <= len(fill) <= 4 else None
