@@ -14,7 +14,9 @@ from eval.claims import content_words as _content
 _NAME = re.compile(r"\b[A-Z][a-zA-Z\u00C0-\u024F'-]+")
 _NEGATION = re.compile(r"\b(not|never|no|neither|nor|cannot|without|none)\b|n't\b")
 # Clause breaks inside a sentence: punctuation (not a digit group's comma: "534,842") or a contrast word.
-_CLAUSE = re.compile(r"(?<!\d),|,(?!\d)|[;:()]|\b(?:although|though|while|whereas|but)\b", re.I)
+_CLAUSE = re.compile(
+    r"(?<!\d),|,(?!\d)|[;:()]|\b(?:although|though|while|whereas|but)\b|\band(?= (?:is|was|are|were|has|had)\b)", re.I
+)
 _ATTRIBUTE = re.compile(
     r"^(\w{3,}est|first|second|third|fourth|fifth|last|final|north|south|east|west|northern|southern|eastern|"
     r"western|central|upper|lower|inner|outer|early|late|earlier|later|ancient|modern|major|minor|most|least|"

@@ -14,6 +14,8 @@ from eval.alignment import clauses, name_tokens
 from eval.claims import _SLOT
 from eval.claims import content_words as _content
 
+_GLUE = re.compile(r"(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])")
+
 
 def _stem(word: str) -> str:
     return word[:5] if len(word) > 5 else word
@@ -70,7 +72,8 @@ def fills_the_slot(answer: str, question: str, context: str) -> bool | None:
         words = words[1:]  # "in 1889" for "in which year"
     if not words:
         return None
-    hay, phrase = f" {normalize(context)} ", " ".join(words)
+    # A compressor may glue a word to a number ("published1"): they are two words here.
+    hay, phrase = f" {_GLUE.sub(' ', normalize(context))} ", " ".join(words)
     if any(f" {' '.join([*a, phrase, *b])} " in hay for a, b in ((left2, right2), (left, right2), (left2, right))):
         return True  # the answer between the slot's neighbours
     # The neighbours may differ (a dropped aside): each one next to the answer, and the answer only once.
