@@ -12,6 +12,7 @@ from corpus.chunk import sentence_spans
 from corpus.embed import Embedder, VectorCache
 from corpus.errors import CribsheetError
 from corpus.sentences import SentenceVectors
+from eval.claims import content_words
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,25 +27,36 @@ class ExtractiveConfig(BaseModel):
 
     max_cached: int = Field(default=200_000, ge=1)
     """Sentence vectors kept in memory across the sweep."""
+    rank_prior: float = Field(default=0.04, ge=0.0, le=1.0)
+    """Score taken off per place a sentence's passage stands below the reranker's first: the reranker's order
+    is evidence too (0: similarity alone)."""
+    word_overlap: float = Field(default=0.4, ge=0.0, le=5.0)
+    """Score added for the share of the question's content words the sentence has (query-aware only): names
+    and rare words a sentence embedding underweights (0: similarity alone)."""
 
 
 class ExtractiveCompressor:
     """Query-aware sentence selection by embedder similarity to the question: an embedder-sized scorer.
 
-    Keeps the sentences most similar to the question until the token budget is met, in their original
-    order; passages with no kept sentence are dropped (`kept` says which remain). Sentence vectors do not
-    depend on the question, so they are kept (by sentence text) and a passage seen before costs only the
+    Keeps the best-scored sentences until the token budget is met, in their original order; passages with no
+    kept sentence are dropped (`kept` says which remain). A sentence's score is its similarity to the
+    question, less `rank_prior` per place its passage stands below the reranker's first, plus
+    `word_overlap` times the share of the question's content words it has. Sentence vectors do not depend
+    on the question, so they are kept (by sentence text) and a passage seen before costs only the
     question's embedding and a dot product.
     """
 
     name = "extractive"
     query_aware = True
 
-    def __init__(self, count_tokens: TokenCounter, embedder: Embedder, max_cached: int = 200_000) -> None:
+    def __init__(self, count_tokens: TokenCounter, embedder: Embedder, config: ExtractiveConfig | None = None) -> None:
+        config = config or ExtractiveConfig()
         self.count = count_tokens
         self.embedder = embedder
         self.calls = 0
-        self._sentence_vectors = VectorCache(embedder, max_cached)
+        self.rank_prior = config.rank_prior
+        self.word_overlap = config.word_overlap
+        self._sentence_vectors = VectorCache(embedder, config.max_cached)
 
     def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
         """The sentences most similar to `question` until the token budget is met."""
@@ -59,6 +71,11 @@ class ExtractiveCompressor:
         sizes = [self.count(s) for _, s in sentences]
         vectors = self.vectors([s for _, s in sentences])
         sims = vectors @ self.query_vector(question, vectors)
+        sims = sims - self.rank_prior * np.array([pi for pi, _ in sentences], dtype=sims.dtype)
+        asked = set(content_words(question)) if self.query_aware and self.word_overlap else set()
+        if asked:
+            shares = [len(asked & set(content_words(s))) / len(asked) for _, s in sentences]
+            sims = sims + self.word_overlap * np.array(shares, dtype=sims.dtype)
         budget = max(1, round(tokens_in / ratio))
         chosen: set[int] = set()
         used = 0
@@ -110,9 +127,14 @@ class PrunedCompressor(ExtractiveCompressor):
     name = "pruned"
 
     def __init__(
-        self, count_tokens: TokenCounter, embedder: Embedder, stored: SentenceVectors, query_aware: bool = True
+        self,
+        count_tokens: TokenCounter,
+        embedder: Embedder,
+        stored: SentenceVectors,
+        query_aware: bool = True,
+        config: ExtractiveConfig | None = None,
     ) -> None:
-        super().__init__(count_tokens, embedder)
+        super().__init__(count_tokens, embedder, config)
         self.stored = stored
         self.query_aware = query_aware
         self.name = "pruned" if query_aware else "pruned-agnostic"
@@ -155,14 +177,14 @@ def _stored_vectors(deps: CompressorDeps, name: str) -> SentenceVectors:
 def _pruned(config: ExtractiveConfig, deps: CompressorDeps) -> Compressor:
     """Sentences most similar to the question, with vectors stored at index time (query-aware)."""
     stored = _stored_vectors(deps, "pruned")
-    return PrunedCompressor(deps.count_tokens, deps.embedder, stored)  # type: ignore[arg-type]
+    return PrunedCompressor(deps.count_tokens, deps.embedder, stored, config=config)  # type: ignore[arg-type]
 
 
 @COMPRESSORS.register("pruned-agnostic", ExtractiveConfig)
 def _pruned_agnostic(config: ExtractiveConfig, deps: CompressorDeps) -> Compressor:
     """The pruned selector's agnostic twin: sentences closest to the context's centroid (no question)."""
     stored = _stored_vectors(deps, "pruned-agnostic")
-    return PrunedCompressor(deps.count_tokens, deps.embedder, stored, query_aware=False)  # type: ignore[arg-type]
+    return PrunedCompressor(deps.count_tokens, deps.embedder, stored, False, config)  # type: ignore[arg-type]
 
 
 @COMPRESSORS.register("extractive", ExtractiveConfig)
@@ -170,4 +192,4 @@ def _extractive(config: ExtractiveConfig, deps: CompressorDeps) -> Compressor:
     """Sentences most similar to the question, query-aware."""
     if deps.embedder is None:
         raise CribsheetError("compressor 'extractive' needs an embedder")
-    return ExtractiveCompressor(deps.count_tokens, deps.embedder, config.max_cached)
+    return ExtractiveCompressor(deps.count_tokens, deps.embedder, config)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from corpus.chunk import SentenceChunker
@@ -58,3 +60,38 @@ def test_pruned_needs_an_index_with_sentence_vectors(tmp_path: Path, tiny_corpus
     deps = CompressorDeps(count_tokens=count_words, embedder=HashEmbedder(), index_path=index)
     with pytest.raises(CribsheetError, match="--sentence-vectors"):
         COMPRESSORS.build(COMPRESSORS.spec("pruned"), deps)
+
+
+class _SameVector(HashEmbedder):
+    """Every text gets one vector: similarity ties everywhere, so only the other terms decide."""
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return np.ones((len(texts), 4), dtype=np.float32) / 2
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return np.ones(4, dtype=np.float32) / 2
+
+
+def test_the_rerankers_order_and_the_questions_words_weigh_in() -> None:
+    from eval.compress.extractive import ExtractiveConfig
+
+    passages = ["The city hosts many museums and a famous opera.", "Its river is the Danube, long and wide."]
+    question = "Which river is the Danube?"  # the budget (ratio 2) holds one of the two sentences
+    words = ExtractiveCompressor(count_words, _SameVector()).compress(passages, question, 2.0)
+    assert words.kept == [1]  # the question's words outweigh one place in the reranker's order
+    order = ExtractiveConfig(word_overlap=0.0)
+    assert ExtractiveCompressor(count_words, _SameVector(), order).compress(passages, question, 2.0).kept == [0]
+    assert ExtractiveCompressor(count_words, _SameVector(), order).compress(passages[::-1], question, 2.0).kept == [0]
+    # The agnostic twin never reads the question's words.
+    assert ExtractiveConfig().word_overlap > 0 and not _twin_reads_words(passages, question)
+
+
+def _twin_reads_words(passages: list[str], question: str) -> bool:
+    from eval.compress.extractive import PrunedCompressor
+
+    class _NoStore:
+        def lookup(self, sentences: list[str]) -> dict:
+            return {}
+
+    twin = PrunedCompressor(count_words, _SameVector(), _NoStore(), query_aware=False)  # type: ignore[arg-type]
+    return twin.compress(passages, question, 2.0).kept == [1]
