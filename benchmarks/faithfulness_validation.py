@@ -43,6 +43,14 @@ def confusion(labels: list[bool], predicted: list[bool]) -> dict[str, Any]:
     }
 
 
+def cohen_kappa(first: list[str], second: list[str]) -> float:
+    """Agreement of two readers beyond chance, over every label either uses."""
+    n = len(first)
+    observed = sum(a == b for a, b in zip(first, second, strict=True)) / n
+    chance = sum(first.count(label) * second.count(label) for label in set(first) | set(second)) / n / n
+    return (observed - chance) / (1 - chance) if chance < 1 else 1.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--split", action="append", help="tune and/or test (default: both)")
@@ -103,6 +111,17 @@ def main() -> None:
                 f"{no_claims} of {labelled_none} labelled and {predicted_none} predicted"
             )
             report[f"real_{split}" if name == "all" else f"real_{split}_{name}"] = {**conf, "n": len(idx)}
+        second = [
+            (c["label"], c["second_label"], p) for c, p in zip(real, predicted, strict=True) if "second_label" in c
+        ]
+        if second:  # a second reader, blind to the first label and to the checker
+            both = [(a, p) for a, b, p in second if a == b and a != "no_claims"]
+            agreed = confusion([a == "supported" for a, _ in both], [p == "supported" for _, p in both])
+            kappa = cohen_kappa([a for a, _, _ in second], [b for _, b, _ in second])
+            print(f"  second reading of {len(second)}: readers' kappa {kappa:.3f}; on the {len(both)} claims both")
+            print(f"  readers label alike, the checker: {agreed}")
+            report[f"real_{split}_readers_kappa"] = round(kappa, 3)
+            report[f"real_{split}_readers_agree"] = {**agreed, "n": len(both)}
     if args.easy_docs:
         from corpus.bundled import CORPUS_FILE, build_bundled
         from corpus.sources import SkipLog, SourceConfig, iter_documents

@@ -98,14 +98,16 @@ def cited(gen: Any, layout: Any, rows: dict[str, list[dict[str, Any]]]) -> dict[
         precision = [p.citation_precision for _, p in parts if p.citation_precision is not None]
         recall = [p.citation_recall for _, p in parts if p.citation_recall is not None]
         answers = statistics.fmean(answer_contains(a, r["golds"]) for (a, _), r in zip(parts, items, strict=True))
-        p_mean = statistics.fmean(precision) if precision else float("nan")
-        r_mean = statistics.fmean(recall) if recall else float("nan")
-        print(f"{name:<15}{valid:>7.3f}{p_mean:>7.3f}{r_mean:>7.3f}{answers:>8.3f}")
+        # No valid citation at all: "-" and null, never NaN.
+        p_mean = round(statistics.fmean(precision), 3) if precision else None
+        r_mean = round(statistics.fmean(recall), 3) if recall else None
+        p_text, r_text = (f"{v:.3f}" if v is not None else "-" for v in (p_mean, r_mean))
+        print(f"{name:<15}{valid:>7.3f}{p_text:>7}{r_text:>7}{answers:>8.3f}")
         key = name.replace("-", "_")
         figures |= {
             f"cited_{key}_schema_valid_rate": round(valid, 3),
-            f"cited_{key}_citation_precision": round(p_mean, 3) if precision else None,
-            f"cited_{key}_citation_recall": round(r_mean, 3) if recall else None,
+            f"cited_{key}_citation_precision": p_mean,
+            f"cited_{key}_citation_recall": r_mean,
             f"cited_{key}_answer_recall": round(answers, 3),
         }
     return figures
