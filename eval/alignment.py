@@ -63,11 +63,28 @@ def aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
         if sc_names:  # a clause without names leaves the subject to its neighbours ("..., at 8,611 metres")
             roles_ok &= not any(t not in sc_tokens and t in elsewhere for t in names)
             shared = [t for t in dict.fromkeys(names) if t in sc_names]
+            flipped = (" by " in f" {cc.lower()} ") != (" by " in f" {sc.lower()} ")  # active <-> passive
+            if flipped:  # whole names swap places, not their words ("Quincy Jones produced it")
+                mine, theirs = _entities(cc, titles), _entities(sc, titles)
+                shared = [e for e in mine if e in theirs]
+                sc_names = theirs
             if len(shared) >= 2:
                 order = sorted(shared, key=sc_names.index)
-                flipped = (" by " in f" {cc.lower()} ") != (" by " in f" {sc.lower()} ")  # active <-> passive
                 roles_ok &= (order == shared) != flipped
     return polarity_ok, roles_ok, attributes_ok
+
+
+_ENTITY = re.compile(r"[A-Z][\w'\u00C0-\u024F-]*(?:\s+(?:[A-Z]\.|[A-Z][\w'\u00C0-\u024F-]*))*")
+
+
+def _entities(text: str, titles: set[str]) -> list[str]:
+    """The names of `text` as whole entities ("wendell meredith stanley"), in order, titles left out."""
+    found = []
+    for run in _ENTITY.findall(text):
+        words = [t for t in _canon(normalize(run).split()) if t not in STOP and t not in titles]
+        if words:
+            found.append(" ".join(words))
+    return list(dict.fromkeys(found))
 
 
 def _numbers_in_role(claim_clause: str, words: set[str], claim_words: set[str], sentences: list[set[str]]) -> bool:

@@ -15,6 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from corpus.chunk import sentence_spans
 from corpus.models import Document
@@ -62,6 +63,12 @@ _PASSIVE = re.compile(
     r"^(?P<x>[A-Z][^,]*?) (?:was|were) (?:\w+ly )?(?P<v>\w+(?:ed|en|wn|lt|ght)) by "
     r"(?P<y>(?:[A-Z]\.|[A-Z][\w'-]+)(?: (?:[A-Z]\.|[A-Z][\w'-]+))*)(?P<rest>(?: in \d{4})?)[.,]"
 )
+_PAST = dict(
+    pair.split(":")
+    for pair in "written:wrote given:gave taken:took shown:showed known:knew drawn:drew grown:grew thrown:threw "
+    "chosen:chose spoken:spoke broken:broke driven:drove beaten:beat stolen:stole begun:began sung:sang".split()
+)
+_OBJECT = {"He": "him", "She": "her", "They": "them", "It": "it", "We": "us"}
 _UNITS = {"kilometres": "km", "kilometers": "km", "metres": "m", "meters": "m", "kilograms": "kg", "miles": "mi"}
 
 
@@ -140,9 +147,11 @@ def _faithful(doc: Document, sents: list[str]) -> Iterator[tuple[str, str | None
         m = _PASSIVE.match(s)
         if not m:
             return None
-        x = m.group("x")
-        x = _lower_first(x)
-        return f"{m.group('y')} {m.group('v')} {x}{m.group('rest')}."
+        if re.search(r"\b(?:that|which|who|whom)\b", m.group("x")):
+            return None  # "Tradition held that all of his laws were repealed by Solon": not the subject
+        x = _OBJECT.get(m.group("x"), _lower_first(m.group("x")))  # "He was sired by X" -> "X sired him"
+        verb = _PAST.get(m.group("v"), m.group("v"))  # "written by X" -> "X wrote"
+        return f"{m.group('y')} {verb} {x}{m.group('rest')}."
 
     yield "passive", _first(sents, passive)
 
@@ -230,12 +239,17 @@ def _unfaithful(doc: Document, sents: list[str], related: Document | None) -> It
     yield "wrong_candidate", _first(sents, wrong_candidate)
 
 
-def build_hard_cases(docs: Sequence[Document], n_docs: int = 200) -> list[HardCase]:
-    """Up to 14 cases per document for the first `n_docs` usable documents (sha256 order of the id)."""
+def build_hard_cases(docs: Sequence[Document], n_docs: int = 200, more_passive: int = 0) -> list[HardCase]:
+    """Up to 14 cases per document for the first `n_docs` usable documents (sha256 order of the id), then
+    passive cases alone from the documents after them, up to `more_passive` (passive sentences are rare).
+    """
     pool = sorted((d for d in docs if len(_sentences(d)) >= 3 and d.title), key=lambda d: _h(d.id))
     by_title = {d.title: d for d in docs}
     cases: list[HardCase] = []
-    for i, doc in enumerate(pool[:n_docs]):
+    extra = 0
+    for i, doc in enumerate(pool):
+        if i >= n_docs and extra >= more_passive:
+            break
         sents = _sentences(doc)
         distractor = pool[(i + len(pool) // 2) % len(pool)]
         context = f"[1] {doc.title}: {doc.text}\n\n[2] {distractor.title}: {distractor.text}"
@@ -243,30 +257,25 @@ def build_hard_cases(docs: Sequence[Document], n_docs: int = 200) -> list[HardCa
         named = [by_title[n] for n in _names(doc.text, doc.title) if n in by_title and n != distractor.title]
         related = named[0] if named else pool[(i + 1) % len(pool)]
         split = "tune" if int(_h(doc.id + "\x1fsplit")[0], 16) < 8 else "test"
-        for faithful, kinds in ((True, _faithful(doc, sents)), (False, _unfaithful(doc, sents, related))):
+        groups = ((True, _faithful(doc, sents)), (False, _unfaithful(doc, sents, related)))
+        for faithful, kinds in groups if i < n_docs else groups[:1]:
             for kind, answer in kinds:
+                if i >= n_docs and (kind != "passive" or not answer):
+                    continue
+                extra += i >= n_docs
                 if answer and (faithful or answer.strip() not in context):
-                    cases.append(
-                        HardCase(
-                            id=_h(f"{doc.id}\x1f{kind}")[:16],
-                            doc_id=doc.id,
-                            split=split,
-                            kind=kind,
-                            faithful=faithful,
-                            answer=answer,
-                            context=context,
-                        )
-                    )
+                    fields: dict[str, Any] = {"doc_id": doc.id, "split": split, "kind": kind, "faithful": faithful}
+                    cases.append(HardCase(id=_h(f"{doc.id}\x1f{kind}")[:16], answer=answer, context=context, **fields))
     return cases
 
 
-def write_hard_set(docs: Sequence[Document], path: Path, n_docs: int = 400) -> dict[str, int]:
+def write_hard_set(docs: Sequence[Document], path: Path, n_docs: int = 400, more_passive: int = 40) -> dict[str, int]:
     """Freeze the hard set as JSON (contexts stored once, cases refer to them by document id); returns
     counts per kind.
     """
     import json
 
-    cases = build_hard_cases(docs, n_docs)
+    cases = build_hard_cases(docs, n_docs, more_passive)
     contexts = {c.doc_id: c.context for c in cases}
     payload = {
         "method": "eval/faithfulness_hard.py over the bundled corpus (docs/faithfulness.md)",

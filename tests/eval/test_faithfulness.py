@@ -184,3 +184,19 @@ def test_the_word_cut_by_the_token_limit_is_not_checked(checker: ClaimChecker) -
     cut = f"{head} The Vijayanagara Empire was established in 1337"
     assert split_claims(cut, None, context)[-1] == "The Vijayanagara Empire was established in 1337"
     assert checker.check(cut, context).claims[-1].numbers_ok is False
+
+
+@pytest.mark.parametrize(
+    ("answer", "supported"),
+    [
+        ("Wendell Meredith Stanley crystallised the virus.", True),  # one three-word name: no order to flip
+        ("Carl Linnaeus named the genus Tagetes in 1753.", True),  # two names, voice and order flipped
+        ("The genus Tagetes named Carl Linnaeus in 1753.", False),  # active voice, the names exchanged
+    ],
+)
+def test_passive_rewrites_keep_whole_names_in_their_roles(checker: ClaimChecker, answer: str, supported: bool) -> None:
+    context = (
+        "[1] Viruses: The virus was crystallised by Wendell Meredith Stanley. "
+        "The genus Tagetes was formally named by Carl Linnaeus in 1753."
+    )
+    assert checker.check(answer, context).claims[0].roles_ok is supported

@@ -81,4 +81,4 @@ def test_the_frozen_set_is_what_its_builder_makes(tmp_path: Path) -> None:
     build_bundled(tmp_path)
     docs = list(iter_documents(SourceConfig(path=tmp_path / CORPUS_FILE), SkipLog()))
     frozen = read_hard_set(Path(__file__).resolve().parent.parent.parent / "benchmarks/data/faithfulness_hard.json")
-    assert [c.model_dump() for c in build_hard_cases(docs, 400)] == [c.model_dump() for c in frozen]
+    assert [c.model_dump() for c in build_hard_cases(docs, 400, 40)] == [c.model_dump() for c in frozen]
