@@ -42,6 +42,8 @@ class FaithfulnessResult(BaseModel):
     claims: list[ClaimVerdict]
 
 
+_BORROWED = 2
+"""Content words of other sentences of the context, absent from the span, from which a claim recombines."""
 _GLUED = re.compile(r"[^\W\d_]+|\d+")
 
 
@@ -166,6 +168,9 @@ class ClaimChecker:
     ) -> FaithfulnessResult:
         """Each claim's verdict from its plan and the embeddings."""
         spans, titles = plan.spans, plan.titles
+        # Words the context has but a claim's span lacks: two of them recombine the context ("the term
+        # 'hiking' describes all forms of walking" where the span's word is "walking", "hiking" another's).
+        elsewhere = set(_content(context)) - set(_content(question or "")) - plan.premise
         verdicts = []
         for i, (claim, (lexical, finalists)) in enumerate(zip(plan.claims, plan.per_claim, strict=True)):
             best, sem = finalists[0], None
@@ -180,6 +185,7 @@ class ClaimChecker:
             lex = lexical[best]
             close = lex >= self.lexical_alone or (lex >= self.lexical_with_meaning and (sem or 0.0) >= self.meaning)
             polarity_ok, roles_ok, attributes_ok = aligned(claim, spans[best], titles)
+            roles_ok &= sum(w not in span_tokens and w in elsewhere for w in set(_content(claim))) < _BORROWED
             # A short claim is the answer when it stands alone or is a bare phrase ("2018" after a copy).
             short = len(plan.claims) == 1 or len(normalize(claim).split()) <= 2
             slot_ok = fills_the_slot(claim, question, context) if question and short else None
@@ -192,7 +198,7 @@ class ClaimChecker:
                 "a number the supporting sentence does not have": numbers_ok,
                 "a name the supporting sentence does not have": names_ok,
                 "negated where the context is not, or the reverse": polarity_ok,
-                "a name or number in another clause's role": roles_ok,
+                "a name, number or words of another clause in its role": roles_ok,
                 "an attribute (superlative, ordinal, direction) the context does not state": attributes_ok,
                 "no sentence of the context says this": close,
                 "the context does not have this where the question asks": slot_ok is not False,

@@ -223,12 +223,13 @@ class ClaimVerdict(Row):
     numbers_ok: bool
     """Every number of the claim occurs in the best span."""
     names_ok: bool
-    """Every capitalised name of the claim occurs in the best span (or is a passage title)."""
+    """Every capitalised name of the claim occurs in the best span (or in the title of its passage)."""
     supported: bool
     polarity_ok: bool | None = None
     """Negated where the aligned context clause is negated, and only there."""
     roles_ok: bool | None = None
-    """Each name sits in the context clause that says what the claim says of it; two names are not exchanged."""
+    """Each name sits in the context clause that says what the claim says of it; two names are not exchanged;
+    no number where the span has another after the same words; no two words of another sentence."""
     attributes_ok: bool | None = None
     """No superlative, ordinal, direction or comparative the aligned context clause does not have."""
     reason: str | None = None

@@ -200,3 +200,14 @@ def test_passive_rewrites_keep_whole_names_in_their_roles(checker: ClaimChecker,
         "The genus Tagetes was formally named by Carl Linnaeus in 1753."
     )
     assert checker.check(answer, context).claims[0].roles_ok is supported
+
+
+def test_two_words_of_another_sentence_recombine_the_context(checker: ClaimChecker) -> None:
+    context = (
+        "[1] Walking: In the United Kingdom, the word walking describes all forms of walking on foot. "
+        "It is a low-impact exercise.\n\n[2] Hiking: Hiking is the preferred term in Canada for long trails."
+    )
+    mixed = checker.check("In the United Kingdom, the preferred term hiking describes all forms of walking.", context)
+    assert mixed.score == 0.0 and not mixed.claims[0].roles_ok
+    one = checker.check("In the United Kingdom, the word walking describes all forms of walking.", context)
+    assert one.score == 1.0
