@@ -54,34 +54,40 @@ def aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
         names = [t for t in name_tokens(cc) if t not in titles]
         sc_names = [t for t in name_tokens(sc) if t not in titles]
         # A claim may name what a pronoun of the span stands for ("Arequipa is the seat of ..." for "Arequipa
-        # is a city in Peru. It is the seat of ..."): the names of earlier clauses are then not in another
-        # clause's role. A claim that keeps the pronoun has no name to resolve it to.
-        resolved = len(_PRONOUN.findall(sc)) > len(_PRONOUN.findall(cc))
-        earlier = span_clauses[: span_clauses.index(sc)] if resolved else []
-        elsewhere = {t for c in span_clauses if c is not sc and c not in earlier for t in name_tokens(c)}
+        # is a city in Peru. It is the seat of ..."): the span's subject (its first name) is then not in
+        # another clause's role; an object of the earlier clause is. A claim that keeps the pronoun has no
+        # name to resolve it to.
+        resolved = len(_PRONOUN.findall(sc)) > len(_PRONOUN.findall(cc)) and span_clauses.index(sc) > 0
+        subject = set((_entities(span_clauses[0]) or [""])[0].split()) if resolved else set()
+        elsewhere = {t for c in span_clauses if c is not sc for t in name_tokens(c)} - subject
         roles_ok &= _numbers_in_role(cc, words, claim_words, sentences) and _numbers_after_same_words(cc, span)
         if sc_names:  # a clause without names leaves the subject to its neighbours ("..., at 8,611 metres")
             roles_ok &= not any(t not in sc_tokens and t in elsewhere for t in names)
             shared = [t for t in dict.fromkeys(names) if t in sc_names]
             flipped = (" by " in f" {cc.lower()} ") != (" by " in f" {sc.lower()} ")  # active <-> passive
             if flipped:  # whole names swap places, not their words ("Quincy Jones produced it")
-                mine, theirs = _entities(cc, titles), _entities(sc, titles)
-                shared = [e for e in mine if e in theirs]
-                sc_names = theirs
-            if len(shared) >= 2:
+                theirs = _entities(sc)
+                # A claim's name stands for the span's name that holds all its words ("Linnaeus", "Carl Linnaeus").
+                places = [
+                    next((i for i, e in enumerate(theirs) if set(m.split()) <= set(e.split())), None)
+                    for m in _entities(cc)
+                ]
+                at = list(dict.fromkeys(p for p in places if p is not None))
+                roles_ok &= len(at) < 2 or at != sorted(at)  # the voice flipped, so must the order
+            elif len(shared) >= 2:
                 order = sorted(shared, key=sc_names.index)
-                roles_ok &= (order == shared) != flipped
+                roles_ok &= order == shared
     return polarity_ok, roles_ok, attributes_ok
 
 
 _ENTITY = re.compile(r"[A-Z][\w'\u00C0-\u024F-]*(?:\s+(?:[A-Z]\.|[A-Z][\w'\u00C0-\u024F-]*))*")
 
 
-def _entities(text: str, titles: set[str]) -> list[str]:
-    """The names of `text` as whole entities ("wendell meredith stanley"), in order, titles left out."""
+def _entities(text: str) -> list[str]:
+    """The names of `text` as whole entities ("wendell meredith stanley"), in order."""
     found = []
-    for run in _ENTITY.findall(text):
-        words = [t for t in _canon(normalize(run).split()) if t not in STOP and t not in titles]
+    for run in _ENTITY.findall(_MARKER.sub(" ", text)):
+        words = [t for t in _canon(normalize(run).split()) if t not in STOP]
         if words:
             found.append(" ".join(words))
     return list(dict.fromkeys(found))
@@ -112,8 +118,9 @@ def _numbers_after_same_words(claim_clause: str, span: str) -> bool:
     """
     claim = _canon(normalize(_MARKER.sub(" ", claim_clause)).split())
     text = _canon(normalize(_MARKER.sub(" ", span)).split())
+    listed = {t for j, t in enumerate(text) if j and text[j - 1] in ("and", "or")}  # "5,000 in 1900 and 12,000"
     for i, n in enumerate(claim):
-        if i < 2 or not n[0].isdigit():
+        if i < 2 or not n[0].isdigit() or n in listed:
             continue
         after = [text[j + 2 : j + 5] for j in range(len(text) - 2) if text[j : j + 2] == claim[i - 2 : i]]
         if after and not any(n in words for words in after) and any(words[0][0].isdigit() for words in after):

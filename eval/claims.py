@@ -34,30 +34,36 @@ _LEAD_IN = re.compile(
     r"(?: is| would be)?|answer|"
     r"according to (?:the )?(?:context|passages?|text|crib sheet)|based on (?:the )?(?:context|passages?|text)|"
     r"(?:the )?passages? (?:is|are|says?|states?|reads?)|"
-    r"(?:the )?passages? (?:you provided |provided )?(?:also )?(?:provides?|gives?|contains?|mentions?|discusses?|"
-    r"describes?|includes?)(?: (?:some |a brief |brief |detailed )?(?:information|overview|details|description)"
-    r"(?: (?:about|of|on))?)?|passage|\[\d+\][^:]{0,80}:|\[\d+\])"
+    r"(?:the )?passages? (?:you provided |provided )?(?:also )?(?:(?:provides?|gives?|contains?|includes?)"
+    r"(?: (?:some |a brief |brief |detailed )?(?:information|overview|details|description))(?: (?:about|of|on))?|"
+    r"(?:mentions?|discusses?|describes?)(?: (?:some |a brief |brief |detailed )?(?:information|overview|details|"
+    r"description)(?: (?:about|of|on))?)?)|passage|\[\d+\][^:]{0,80}:|\[\d+\])(?=\W|$)"
     r"\s*[:,-]?\s*",
     re.I,
 )
 
 
 def split_claims(answer: str, question: str | None = None, context: str | None = None) -> list[str]:
-    """The assertions of an answer, one per sentence (a short answer is one claim).
+    """The assertions of an answer, one per sentence (a short answer is one claim). `context` tells a word
+    cut by the token limit from a whole one.
 
     Not claims: abstentions, code fences, list numbers ("3."), lead-ins ("The answer is:", "According to
     the context,": the rest of the sentence is the claim), a sentence ending in ":" (it announces, asserts
     nothing), a restated question (no content word beyond the question's), and anything without a content
-    word. An answer with none of them gets status `no_claims`, never a score.
+    word. A long answer whose prose ends mid-sentence was cut by the token limit: its unfinished last
+    sentence is a claim only with `_FRAGMENT` content words, less a last word cut short. An answer with
+    none of them gets status `no_claims`, never a score.
     """
     if abstained(answer):
         return []
     text = _FENCE.sub(" ", answer)
     asked = set(content_words(question)) if question else set()
     claims = []
-    lines = [_unlist(line) for line in text.splitlines()]
+    raw_lines = [line for line in text.splitlines() if line.strip()]
+    lines = [_unlist(line) for line in raw_lines]
     sentences = [line[s:e] for line in lines for s, e, _ in sentence_spans(line)]
-    cut = len(text.split()) >= _LONG
+    # A list item needs no full stop ("- Reykjavik is the capital of Iceland"): only prose is cut.
+    cut = len(text.split()) >= _LONG and not (raw_lines and _LIST_MARK.match(raw_lines[-1]))
     for i, sentence in enumerate(sentences):
         claim = _LIST_MARK.sub("", sentence)
         answers = bool(_ANSWER_IS.match(claim))
@@ -89,7 +95,7 @@ def _unlist(line: str) -> str:
     """
     line = _LIST_MARK.sub("", line)
     lead = _LEAD_IN.match(line)
-    if lead and lead.end() < len(line):
+    if lead and ":" in lead.group() and lead.end() < len(line):
         rest = line[lead.end() :]
         listed = _LIST_MARK.match(rest)
         if listed and rest[listed.end() :].strip():

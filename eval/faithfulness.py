@@ -28,7 +28,7 @@ from eval.alignment import _MARKER, aligned, name_tokens
 from eval.claims import _SLOT, split_claims
 from eval.claims import content_words as _content
 from eval.rows import ClaimVerdict
-from eval.slots import answers_what_is_asked, fills_the_slot, restated_fill
+from eval.slots import GLUED, answers_what_is_asked, fills_the_slot, restated_fill
 
 _TITLE = re.compile(r"^\[\d+\] ([^:\n]+):", re.M)
 
@@ -44,16 +44,15 @@ class FaithfulnessResult(BaseModel):
 
 _BORROWED = 2
 """Content words of other sentences of the context, absent from the span, from which a claim recombines."""
-_GLUED = re.compile(r"[^\W\d_]+|\d+")
 
 
 def _with_pieces(tokens: Sequence[str]) -> set[str]:
     """`tokens` and the pieces of those a compressor glued together ("moscow1533": "moscow", "1533")."""
     out = set(tokens)
     for t in tokens:
-        pieces = _GLUED.findall(t)
-        if len(pieces) > 1:
-            out.update(pieces)
+        m = GLUED.match(t)
+        if m:
+            out.update(p for p in m.groups() if p)
     return out
 
 
@@ -65,10 +64,12 @@ class _Plan:
     spans: list[str]
     titles: set[str]
     span_titles: list[set[str]]
+    """Per span: the words of the title of the passage(s) it sits in ("Its capital is Nuuk" under "Greenland")."""
     premise: set[str]
     """Words of the question the context does not have (a compressor dropped them): restating them is not a
-    claim about the context ("... by Robert Millikan in 1909" where the question gives 1909)."""
-    """Per span: the words of the title of the passage(s) it sits in ("Its capital is Nuuk" under "Greenland")."""
+    claim about the context ("... by Robert Millikan in 1909" where the question gives 1909). Names count
+    only when the context has another name of the question: "Ferdowsi was born in Balkh" from a passage on
+    Rumi alone is a swap."""
     per_claim: list[tuple[list[float], list[int]]]
     """Per claim: lexical score of every span, and the finalists: the spans covering most of the claim's
     words (a sentence preferred to the pairs that hold it); more than one only when they tie."""
@@ -141,7 +142,11 @@ class ClaimChecker:
         premise = set()
         if question:
             known = _with_pieces(_canon(normalize(context).split()))
-            premise = {t for t in _canon(normalize(question).split()) if t not in known}
+            # A name is a premise only where the context has another name of the question (a compressor
+            # dropped this one); with none of them, retrieval missed and a name is a claim to check.
+            names = set(name_tokens(question))
+            missed = names and not names & known
+            premise = {t for t in _canon(normalize(question).split()) if t not in known and not (missed and t in names)}
         heads = [(m.start(), set(_canon(normalize(m.group(1)).split()))) for m in _TITLE.finditer(context)]
         titles = {t for _, words in heads for t in words}
         own = [next((w for at, w in reversed(heads) if at <= s), set()) for s, _ in sentences]

@@ -66,7 +66,7 @@ _PASSIVE = re.compile(
 _PAST = dict(
     pair.split(":")
     for pair in "written:wrote given:gave taken:took shown:showed known:knew drawn:drew grown:grew thrown:threw "
-    "chosen:chose spoken:spoke broken:broke driven:drove beaten:beat stolen:stole begun:began sung:sang".split()
+    "chosen:chose spoken:spoke broken:broke driven:drove beaten:beat stolen:stole".split()
 )
 _OBJECT = {"He": "him", "She": "her", "They": "them", "It": "it", "We": "us"}
 _UNITS = {"kilometres": "km", "kilometers": "km", "metres": "m", "meters": "m", "kilograms": "kg", "miles": "mi"}

@@ -14,7 +14,13 @@ from eval.alignment import clauses, name_tokens
 from eval.claims import _SLOT
 from eval.claims import content_words as _content
 
-_GLUE = re.compile(r"(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])")
+GLUED = re.compile(r"^(?:([^\W\d_]{3,})(\d+)|(\d+)([^\W\d_]{3,}))$")
+"""A word glued to a number by a compressor ("moscow1533", "1533moscow"); not "k2", "19th", "2point5"."""
+
+
+def _unglue(text: str) -> str:
+    """`text` (normalised) with every glued word and number apart ("published1" -> "published 1")."""
+    return " ".join(" ".join(p for p in m.groups() if p) if (m := GLUED.match(t)) else t for t in text.split())
 
 
 def _stem(word: str) -> str:
@@ -73,7 +79,7 @@ def fills_the_slot(answer: str, question: str, context: str) -> bool | None:
     if not words:
         return None
     # A compressor may glue a word to a number ("published1"): they are two words here.
-    hay, phrase = f" {_GLUE.sub(' ', normalize(context))} ", " ".join(words)
+    hay, phrase = f" {_unglue(normalize(context))} ", " ".join(words)
     if any(f" {' '.join([*a, phrase, *b])} " in hay for a, b in ((left2, right2), (left, right2), (left2, right))):
         return True  # the answer between the slot's neighbours
     # The neighbours may differ (a dropped aside): each one next to the answer, and the answer only once.

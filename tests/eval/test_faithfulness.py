@@ -211,3 +211,61 @@ def test_two_words_of_another_sentence_recombine_the_context(checker: ClaimCheck
     assert mixed.score == 0.0 and not mixed.claims[0].roles_ok
     one = checker.check("In the United Kingdom, the word walking describes all forms of walking.", context)
     assert one.score == 1.0
+
+
+@pytest.mark.parametrize(
+    ("answer", "context", "question", "score"),
+    [
+        # A question's name the context lacks entirely is a retrieval miss, not a premise.
+        ("Ferdowsi was born in Balkh.", "[1] Rumi: Rumi was born in Balkh in 1207.", "Where was Ferdowsi born?", 0.0),
+        # Question words a compressor dropped, with another name of the question kept, are premises.
+        (
+            "The experiment was performed by Robert Millikan in 1909.",
+            "[1] Oil drop experiment: The experiment was performed by Robert Millikan and Fletcher9 the charge.",
+            "The oil drop experiment was performed by whom and Harvey Fletcher in 1909?",
+            1.0,
+        ),
+        # A decimal is one number ("2.5"), never its digits; a glued "published1" is two words.
+        ("By 2010 the town had 2 million people.", "[1] Town: By 2010 the town had 2.5 million people.", None, 0.0),
+        (
+            "Notre-Dame is a novel by Victor Hugo.",
+            "[1] Notre-Dame: Notre-Dame is a novel by Victor Hugo, published1.",
+            None,
+            1.0,
+        ),
+        # A restated question's fill must stand where the slot is.
+        (
+            "Stuttgart lies in a valley known as the Neckar river and lies an hour from the forest.",
+            "[1] Stuttgart: Stuttgart lies in a valley known as the Kessel and lies an hour from the forest.",
+            "Fill in the blank: Stuttgart lies in a valley known as the ___ and lies an hour from the forest",
+            0.0,
+        ),
+        # A number listed after "and" is in its place; a pronoun stands for the span's subject, not its object.
+        (
+            "The population was 12,000 in 2000.",
+            "[1] Town: The population was 5,000 in 1900 and 12,000 in 2000.",
+            None,
+            1.0,
+        ),
+        ("Jones beat Brown in 1991.", "[1] Smith: Smith defeated Jones in 1990. In 1991 he beat Brown.", None, 0.0),
+        ("Smith beat Brown in 1991.", "[1] Smith: Smith defeated Jones in 1990. In 1991 he beat Brown.", None, 1.0),
+        # "and is" starts a clause, as a comma does: a merge of two sentences keeps each name in its role.
+        (
+            "Beijing is the capital of China and is located in Northern China.",
+            "[1] Beijing: Beijing is the capital of China. It is located in Northern China and governs 16 districts.",
+            None,
+            1.0,
+        ),
+        # When the voice flips, a surname stands for its whole name, titles included.
+        ("Tagetes named the genus Linnaeus.", "[1] Tagetes: The genus Tagetes was named by Carl Linnaeus.", None, 0.0),
+        ("Linnaeus named the genus Tagetes.", "[1] Tagetes: The genus Tagetes was named by Carl Linnaeus.", None, 1.0),
+    ],
+)
+def test_review_cases(checker: ClaimChecker, answer: str, context: str, question: str | None, score: float) -> None:
+    assert checker.check(answer, context, question).score == score
+
+
+def test_list_items_and_short_answers_are_not_cut() -> None:
+    listed = "The capitals are:\n- Nuuk is the capital of Greenland\n- Reykjavik is the capital of Iceland"
+    assert split_claims(listed)[-1] == "Reykjavik is the capital of Iceland"
+    assert split_claims("The answer is 8. The band released eight studio albums in their long career.")[0] == "8."
