@@ -93,7 +93,13 @@ def serve_hits(drafts: Sequence[SampleDraft], cache: CacheLookups, probes: set[s
         d.compression = CompressionPart(
             context_chunk_ids=src.compression.context_chunk_ids if src.compression else "[]", context_text=context
         )
-        d.generation = GenerationPart(answer=src.generation.answer, prompt_tokens=0, cached_tokens=0, ttft_s=None)
+        d.generation = GenerationPart(
+            answer=src.generation.answer,
+            prompt_tokens=0,
+            cached_tokens=0,
+            ttft_s=None,
+            answer_cut=src.generation.answer_cut,
+        )
         if src.citation is not None and src.citation.citations is not None:
             d.citation = score_citations(json.loads(src.citation.citations), src.passage_docs or [], d.gold_docs or [])
         elif src.citation is not None:

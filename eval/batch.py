@@ -43,7 +43,11 @@ def generate_setting(drafts: list[SampleDraft], generator: Generator, prefix: st
         if cited:
             answer, d.citation = citation_part(gen.text, d.passage_docs or [], d.gold_docs or [])
         d.generation = GenerationPart(
-            answer=answer, prompt_tokens=gen.prompt_tokens, cached_tokens=gen.cached_tokens, ttft_s=gen.ttft_s
+            answer=answer,
+            prompt_tokens=gen.prompt_tokens,
+            cached_tokens=gen.cached_tokens,
+            ttft_s=gen.ttft_s,
+            answer_cut=gen.cut,
         )
         context = d.compression.context_text if d.compression else None
         d.scores = score_answer(answer, context or "", d.key.gold_answers)

@@ -43,16 +43,19 @@ _LEAD_IN = re.compile(
 )
 
 
-def split_claims(answer: str, question: str | None = None, context: str | None = None) -> list[str]:
+def split_claims(
+    answer: str, question: str | None = None, context: str | None = None, cut: bool | None = None
+) -> list[str]:
     """The assertions of an answer, one per sentence (a short answer is one claim). `context` tells a word
-    cut by the token limit from a whole one.
+    cut by the token limit from a whole one; `cut` says whether the engine stopped at the limit (None: not
+    known, guessed from the text).
 
     Not claims: abstentions, code fences, list numbers ("3."), lead-ins ("The answer is:", "According to
     the context,": the rest of the sentence is the claim), a sentence ending in ":" (it announces, asserts
     nothing), a restated question (no content word beyond the question's), and anything without a content
-    word. A long answer whose prose ends mid-sentence was cut by the token limit: its unfinished last
-    sentence is a claim only with `_FRAGMENT` content words, less a last word cut short. An answer with
-    none of them gets status `no_claims`, never a score.
+    word. In an answer cut by the token limit (when not known: a long answer whose prose ends mid-sentence)
+    the unfinished last sentence is a claim only with `_FRAGMENT` content words, less a last word cut
+    short. An answer with none of them gets status `no_claims`, never a score.
     """
     if abstained(answer):
         return []
@@ -63,7 +66,8 @@ def split_claims(answer: str, question: str | None = None, context: str | None =
     lines = [_unlist(line) for line in raw_lines]
     sentences = [line[s:e] for line in lines for s, e, _ in sentence_spans(line)]
     # A list item needs no full stop ("- Reykjavik is the capital of Iceland"): only prose is cut.
-    cut = len(text.split()) >= _LONG and not (raw_lines and _LIST_MARK.match(raw_lines[-1]))
+    if cut is None:
+        cut = len(text.split()) >= _LONG and not (raw_lines and _LIST_MARK.match(raw_lines[-1]))
     for i, sentence in enumerate(sentences):
         claim = _LIST_MARK.sub("", sentence)
         answers = bool(_ANSWER_IS.match(claim))

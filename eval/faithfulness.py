@@ -109,16 +109,23 @@ class ClaimChecker:
         self.meaning = meaning
         self._vectors = VectorCache(embedder, 100_000)  # the same passages come back in every setting
 
-    def check(self, answer: str, context: str, question: str | None = None) -> FaithfulnessResult:
-        """Split `answer` into claims (`question` lets a restated question count as none) and check each."""
-        return self.check_many([(answer, context, question)])[0]
+    def check(
+        self, answer: str, context: str, question: str | None = None, cut: bool | None = None
+    ) -> FaithfulnessResult:
+        """Split `answer` into claims (`question` lets a restated question count as none; `cut`: the engine
+        stopped at the token limit, None when not known) and check each.
+        """
+        return self.check_many([(answer, context, question)], [cut])[0]
 
-    def check_many(self, items: Sequence[tuple[str, str, str | None]]) -> list[FaithfulnessResult]:
+    def check_many(
+        self, items: Sequence[tuple[str, str, str | None]], cut: Sequence[bool | None] | None = None
+    ) -> list[FaithfulnessResult]:
         """`check` for many (answer, context, question) triples, with one embedding call for all of them: a
         sweep checks a whole setting at once, and batching the spans of every answer (sorted by length
         inside the embedder) costs a fraction of one call per answer.
         """
-        plans = [self._plan(answer, context, question) for answer, context, question in items]
+        cuts = list(cut) if cut is not None else [None] * len(items)
+        plans = [self._plan(a, c, q, stop) for (a, c, q), stop in zip(items, cuts, strict=True)]
         texts = [t for plan in plans if plan is not None for t in plan.texts()]
         unique = list(dict.fromkeys(texts))
         vectors = dict(zip(unique, self._vectors(unique), strict=True)) if unique else {}
@@ -129,9 +136,9 @@ class ClaimChecker:
             for plan, (_, context, question) in zip(plans, items, strict=True)
         ]
 
-    def _plan(self, answer: str, context: str, question: str | None) -> _Plan | None:
+    def _plan(self, answer: str, context: str, question: str | None, cut: bool | None) -> _Plan | None:
         """Claims, candidate spans and their lexical scores: everything but the embeddings."""
-        claims = split_claims(answer, question, context)
+        claims = split_claims(answer, question, context, cut)
         if not claims:
             return None
         sentences = [(s, e) for s, e, _ in sentence_spans(context)] or [(0, len(context))]

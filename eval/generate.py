@@ -70,6 +70,7 @@ class Generation(BaseModel):
     prompt_tokens: int
     cached_tokens: int  # prompt tokens served from the prefix cache
     ttft_s: float | None  # time to first token as vLLM measured it (None when the engine reports none)
+    cut: bool = False  # the engine stopped at the token limit, mid-answer (finish reason "length")
 
 
 class Probe(BaseModel):
@@ -215,6 +216,7 @@ class VLLMGenerator:
                 prompt_tokens=len(o.prompt_token_ids or []),
                 cached_tokens=int(o.num_cached_tokens or 0),
                 ttft_s=self._ttft(o),
+                cut=o.outputs[0].finish_reason == "length",
             )
             for o in outs
         ]

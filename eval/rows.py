@@ -173,6 +173,8 @@ class SampleRow(Row):
     """Answer cache hit: the earlier question whose answer was reused (NULL: answered by the engine)."""
     cache_similarity: float | None = None
     """Answer cache hit: cosine similarity to that question."""
+    answer_cut: bool | None = None
+    """The engine stopped at the token limit mid-answer (its last sentence is unfinished; NULL: not known)."""
 
 
 class SettingRow(Row):

@@ -71,6 +71,7 @@ class GenerationPart(Part):
     prompt_tokens: int
     cached_tokens: int
     ttft_s: float | None = None
+    answer_cut: bool | None = None
 
 
 class AnswerScores(Part):

@@ -49,7 +49,8 @@ def judge_drafts(drafts: Sequence[SampleDraft], checker: ClaimChecker, judge: Ju
     answered = [(d, d.generation.answer) for d in drafts if d.ok and d.generation is not None]
     contexts = [(d.compression.context_text if d.compression else None) or "" for d, _ in answered]
     # One batch per setting: the checker embeds the spans of every answer in one call.
-    results = checker.check_many([(a, c, d.key.question) for (d, a), c in zip(answered, contexts, strict=True)])
+    items = [(a, c, d.key.question) for (d, a), c in zip(answered, contexts, strict=True)]
+    results = checker.check_many(items, cut=[d.generation.answer_cut if d.generation else None for d, _ in answered])
     for (draft, answer), context, result in zip(answered, contexts, results, strict=True):
         ragas = ragas_columns(judge, draft.key.question, answer, context) if judge is not None else {}
         draft.judgment = JudgmentPart(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -266,3 +268,26 @@ def test_a_prompt_too_long_for_the_engine_fails_alone_not_the_batch(setup: Sweep
     rows = con.execute("SELECT status, error FROM samples ORDER BY prompt_tokens NULLS LAST").fetchall()
     failed = [e for s, e in rows if s == "failed"]
     assert 0 < len(failed) < len(rows) and all("exceeds max_model_len" in e for e in failed)
+
+
+def test_an_answer_the_engine_cut_is_marked_and_its_fragment_not_checked(setup: SweepSetup) -> None:
+    from eval.generate import Generation
+    from tests.fakes import ExtractingGenerator
+
+    class Cutting(ExtractingGenerator):
+        """Every answer stops at the token limit after an unfinished 'It was founded in 13'."""
+
+        def generate(self, prompts: Sequence[str], json_schema: Any = None) -> list[Generation]:
+            outs = super().generate(prompts, json_schema)
+            return [o.model_copy(update={"text": f"{o.text}. It was founded in 13", "cut": True}) for o in outs]
+
+    config, components = setup
+    result = run_sweep(
+        config.model_copy(update={"grid": GridConfig(compressions=[CompressionSpec()], top_ks=[3])}),
+        components(generator=Cutting()),
+    )
+    con = duckdb.connect(result.store_path)
+    cut = {r[0] for r in con.execute("SELECT answer_cut FROM samples WHERE status = 'ok'").fetchall()}
+    fragments = con.execute("SELECT count(*) FROM claims WHERE claim LIKE '%founded in 13%'").fetchall()[0][0]
+    con.close()
+    assert cut == {True} and fragments == 0

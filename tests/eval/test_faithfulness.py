@@ -269,3 +269,15 @@ def test_list_items_and_short_answers_are_not_cut() -> None:
     listed = "The capitals are:\n- Nuuk is the capital of Greenland\n- Reykjavik is the capital of Iceland"
     assert split_claims(listed)[-1] == "Reykjavik is the capital of Iceland"
     assert split_claims("The answer is 8. The band released eight studio albums in their long career.")[0] == "8."
+
+
+def test_the_engines_cut_flag_decides_over_the_guess() -> None:
+    short = "Vijayanagara ruled southern India. It was established in 13"
+    assert split_claims(short, cut=None) == ["Vijayanagara ruled southern India.", "It was established in 13"]
+    assert split_claims(short, cut=True) == ["Vijayanagara ruled southern India."]  # the engine says: cut
+    long = "Vijayanagara was a late medieval Hindu empire that ruled much of southern India. It was founded in 1336"
+    assert (
+        split_claims(long, cut=None)[-1]
+        == "Vijayanagara was a late medieval Hindu empire that ruled much of southern India."
+    )
+    assert split_claims(long, cut=False)[-1] == "It was founded in 1336"  # finished, just without a full stop
