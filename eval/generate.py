@@ -40,8 +40,7 @@ class VLLMConfig(BaseModel):
     kv_cache_dtype: Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"] = "auto"
     """Engine knob: KV-cache precision (fp8 halves its memory; on CPU only some kernels support it)."""
     probe_tokens: int = Field(default=8, ge=1)
-    """Tokens a serial latency probe generates: TTFT needs only the first; the others time a short decode
-    (`probe_decode_s`). Fewer than `max_tokens` keeps 30 probes per setting affordable on a CPU."""
+    """Tokens a latency probe generates: TTFT needs the first, the rest time a decode (`probe_decode_s`)."""
 
     @model_validator(mode="after")
     def _knobs_fit(self) -> VLLMConfig:
@@ -70,7 +69,7 @@ class Generation(BaseModel):
     prompt_tokens: int
     cached_tokens: int  # prompt tokens served from the prefix cache
     ttft_s: float | None  # time to first token as vLLM measured it (None when the engine reports none)
-    cut: bool = False  # the engine stopped at the token limit, mid-answer (finish reason "length")
+    cut: bool = False  # the engine stopped at max_tokens, mid-answer (finish reason "length")
 
 
 class Probe(BaseModel):
@@ -201,8 +200,7 @@ class VLLMGenerator:
 
     @staticmethod
     def _ttft(out: Any) -> float | None:
-        metrics = getattr(out, "metrics", None)
-        value = getattr(metrics, "first_token_latency", None) if metrics is not None else None
+        value = getattr(getattr(out, "metrics", None), "first_token_latency", None)  # None without metrics
         return float(value) if value is not None and value > 0 else None
 
     def generate(self, prompts: Sequence[str], json_schema: Schemas = None) -> list[Generation]:
@@ -216,7 +214,7 @@ class VLLMGenerator:
                 prompt_tokens=len(o.prompt_token_ids or []),
                 cached_tokens=int(o.num_cached_tokens or 0),
                 ttft_s=self._ttft(o),
-                cut=o.outputs[0].finish_reason == "length",
+                cut=o.outputs[0].finish_reason == "length",  # stopped at max_tokens, mid-answer
             )
             for o in outs
         ]
