@@ -9,6 +9,7 @@ import re
 from corpus.chunk import sentence_spans
 from corpus.normalize import STOP, normalize
 from corpus.normalize import canonical as _canon
+from eval.claims import _MARKER
 from eval.claims import content_words as _content
 
 _NAME = re.compile(r"\b[A-Z][a-zA-Z\u00C0-\u024F'-]+")
@@ -25,7 +26,6 @@ _ATTRIBUTE = re.compile(
 )
 
 
-_MARKER = re.compile(r"\[\d+\]")  # a passage number, not a number of the text
 _PRONOUN = re.compile(r"\b(?:it|its|he|his|she|her|they|their)\b", re.I)
 
 

@@ -20,7 +20,7 @@ def content_words(text: str) -> list[str]:
     return _canon([w for w in normalize(text).split() if w not in STOP])
 
 
-_MARKER = re.compile(r"\[\d+\]")  # a passage number
+_MARKER = re.compile(r"\[\d+\]")  # a passage number, not a number of the text
 _FENCE = re.compile(r"```.*?(```|$)", re.S)
 _LIST_MARK = re.compile(r"^\s*(?:\(?\d{1,3}[.)]|[-*•]|[a-z][.)])(?=\s|$)\s*")
 _LONG = 12
@@ -28,9 +28,10 @@ _LONG = 12
 _FRAGMENT = 4
 """Content words from which the unfinished last sentence of a cut answer is a claim."""
 _FINISHED = re.compile(r"[.!?\"'”’)\]]\s*$")
-_ANSWER_IS = re.compile(r"\s*(?:so,? )?(?:the )?(?:final |short |correct )?answer\b", re.I)
+_ANSWER = r"(?:so,? )?(?:the )?(?:final |short |correct )?answer"
+_ANSWER_IS = re.compile(rf"\s*{_ANSWER}\b", re.I)
 _LEAD_IN = re.compile(
-    r"^\s*(?:(?:so,? )?(?:the )?(?:final |short |correct )?answer(?: to (?:this|the|your) question)?"
+    rf"^\s*(?:{_ANSWER}(?: to (?:this|the|your) question)?"
     r"(?: is| would be)?|answer|"
     r"according to (?:the )?(?:context|passages?|text|crib sheet)|based on (?:the )?(?:context|passages?|text)|"
     r"(?:the )?passages? (?:is|are|says?|states?|reads?)|"

@@ -24,8 +24,8 @@ from corpus.chunk import sentence_spans
 from corpus.embed import Embedder, VectorCache
 from corpus.normalize import canonical as _canon
 from corpus.normalize import normalize
-from eval.alignment import _MARKER, aligned, name_tokens
-from eval.claims import _SLOT, split_claims
+from eval.alignment import aligned, name_tokens
+from eval.claims import _MARKER, _SLOT, split_claims
 from eval.claims import content_words as _content
 from eval.rows import ClaimVerdict
 from eval.slots import GLUED, answers_what_is_asked, fills_the_slot, restated_fill
@@ -163,7 +163,8 @@ class ClaimChecker:
         # claims are decided by their words alone, which keeps the checker cheap on long contexts.
         per_claim, meaning = [], []
         for claim in claims:
-            words = [w for w in _content(claim) if w not in premise] or _content(claim)
+            all_words = _content(claim)
+            words = [w for w in all_words if w not in premise] or all_words
             lexical = [sum(w in sw for w in words) / len(words) for sw in span_words]
             # Identical texts (a sentence repeated in two passages) are one finalist: no tie to break.
             by_text = {spans[j]: j for j in reversed(_finalists(lexical, len(sentences)))}  # first index kept

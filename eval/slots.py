@@ -64,8 +64,7 @@ def fills_the_slot(answer: str, question: str, context: str) -> bool | None:
     to it ("from 1961 to" for "... from which year to 1962?")? None when the question has no slot inside it
     or the answer is not short.
     """
-    question = re.sub(r"^\s*fill in the blank\s*:\s*", "", question, flags=re.I)
-    m = _SLOT.search(question)
+    question, m = _slot(question)
     words = normalize(answer).split()
     if m is None or m.start() == 0 or not 1 <= len(words) <= 4:
         return None
@@ -96,6 +95,12 @@ def fills_the_slot(answer: str, question: str, context: str) -> bool | None:
     )
 
 
+def _slot(question: str) -> tuple[str, re.Match[str] | None]:
+    """The question without its "Fill in the blank:" prefix, and its slot."""
+    question = re.sub(r"^\s*fill in the blank\s*:\s*", "", question, flags=re.I)
+    return question, _SLOT.search(question)
+
+
 def _prep(m: re.Match[str]) -> str:
     """The preposition that belongs before the slot's answer ("in" of "in which year", "by" of "by whom")."""
     return " " + (m.group("prep") or ("by" if m.group().startswith("by ") else ""))
@@ -106,8 +111,7 @@ def restated_fill(claim: str, question: str) -> str | None:
     ("... known as the Neckar river and lies ..." for "known as the ___ and lies"); None when the claim
     does not restate them or the fill is longer than a short answer.
     """
-    question = re.sub(r"^\s*fill in the blank\s*:\s*", "", question, flags=re.I)
-    m = _SLOT.search(question)
+    question, m = _slot(question)
     if m is None:
         return None
     before = normalize(question[: m.start()] + _prep(m)).split()[-3:]
