@@ -4,6 +4,8 @@ fills which role, and the attribute words it keeps (the finer checks of eval/fai
 
 from __future__ import annotations
 
+import difflib
+import os
 import re
 
 from corpus.chunk import sentence_spans
@@ -26,12 +28,14 @@ _ATTRIBUTE = re.compile(
 )
 
 
+_HEADING = re.compile(r"\[\d+\](?:[^:\n\[]{0,80}:)?")
+"""A passage's number and title ("[1] Brasília:")."""
 _PRONOUN = re.compile(r"\b(?:it|its|he|his|she|her|they|their)\b", re.I)
 
 
 def name_tokens(text: str) -> list[str]:
-    """The canonical words of the capitalised names in `text`."""
-    return [t for n in _NAME.findall(text) for t in _canon(normalize(n).split()) if t not in STOP]
+    """The canonical words of the capitalised names in `text` (a possessive's "s" is not one)."""
+    return [t for n in _NAME.findall(text) for t in _canon(normalize(n).split()) if t not in STOP and t != "s"]
 
 
 def aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
@@ -126,6 +130,41 @@ def _numbers_after_same_words(claim_clause: str, span: str) -> bool:
         if after and not any(n in words for words in after) and any(words[0][0].isdigit() for words in after):
             return False
     return True
+
+
+def substituted(claim: str, span: str) -> bool:
+    """Does a near copy of the span put other words where the span has a name or a word of nearly the same
+    form ("is a tragicomedy written by" for "is a tragedy written by", "with her sister Isis, searched" for
+    "with her sister Nephthys, searched")? Only between runs of two or more words copied on both sides.
+    """
+    ours = _canon(normalize(_MARKER.sub(" ", claim)).split())
+    theirs = _canon(normalize(_HEADING.sub(" ", span)).split())  # a passage's title is not its text
+    names = set(name_tokens(span))
+    ops = difflib.SequenceMatcher(None, theirs, ours, autojunk=False).get_opcodes()
+    for k, (op, i1, i2, j1, j2) in enumerate(ops):
+        if op != "replace" or i2 - i1 > 3 or j2 - j1 > 6 or k == 0:
+            continue
+        before = ops[k - 1][2] - ops[k - 1][1]
+        after = ops[k + 1][2] - ops[k + 1][1] if k + 1 < len(ops) else None
+        # Between copied runs, or at the end of both after a longer one ("the Persian satrap Atropatene.").
+        if before < 2 or (after is None and (before < 3 or i2 < len(theirs))) or (after is not None and after < 2):
+            continue
+        # A word of the span the claim has fewer times ("The Tragedy of ... is a tragicomedy").
+        gone = [t for t in theirs[i1:i2] if ours.count(t) < theirs.count(t) and t not in STOP]
+        new = [t for t in ours[j1:j2] if t not in STOP and len(t) > 1 and (after is not None or t not in theirs)]
+        # A word the compressor cut that the claim restores ("ayarman" -> "Jayavarman") is no substitution.
+        swapped = [t for t in gone if t in names or any(_near(t, n) for n in new)]
+        if new and any(not any(t in n or n in t for n in new) for t in swapped):
+            return True
+    return False
+
+
+def _near(a: str, b: str) -> bool:
+    """Two different words of nearly the same form: a shared start of 4 letters, and neither is the other
+    with an ending ("tragedy" / "tragicomedy", "Atropates" / "Atropatene"; not "write" / "writes").
+    """
+    n = len(os.path.commonprefix([a, b]))
+    return n >= 4 and not (a.startswith(b) or b.startswith(a))
 
 
 def _polarity(text: str) -> bool:

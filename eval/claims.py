@@ -77,7 +77,9 @@ def split_claims(
             rest = _LIST_MARK.sub("", claim)
             claim = rest if content_words(rest) else claim  # "1. Taiwan is ..." but not "8." alone
         answers = answers and len(claim.split()) <= 3  # "The answer is: 2018", not "...: Beirut has been"
-        if i == len(sentences) - 1 and cut and not answers and not _FINISHED.search(claim):
+        if i == len(sentences) - 1 and cut and answers and not _FINISHED.search(claim):
+            claim = _drop_cut_word(claim, context)  # "The answer is: Hang" for "Hangzhou", "1" for "1885"
+        elif i == len(sentences) - 1 and cut and not _FINISHED.search(claim):
             # Cut off by the token limit (a long answer ending mid-sentence; a short one, or one after "The
             # answer is:", needs no full stop):
             # an unfinished fragment ("San Marino is the fifth") asserts nothing yet; a longer one asserts
@@ -113,7 +115,7 @@ def _drop_cut_word(claim: str, context: str | None) -> str:
     of a longer one ("in 13" for "in 1336", "Call" for "Callisto"); without a context, any last word.
     """
     head, _, last = claim.rstrip().rpartition(" ")
-    word = normalize(last)
+    word = (normalize(last).split() or [""])[-1]  # "Cambodian–Viet": its last piece
     if context is None or not word:
         return head
     words = set(normalize(_MARKER.sub(" ", context)).split())

@@ -24,7 +24,7 @@ from corpus.chunk import sentence_spans
 from corpus.embed import Embedder, VectorCache
 from corpus.normalize import canonical as _canon
 from corpus.normalize import normalize
-from eval.alignment import aligned, name_tokens
+from eval.alignment import aligned, name_tokens, substituted
 from eval.claims import _MARKER, _SLOT, split_claims
 from eval.claims import content_words as _content
 from eval.rows import ClaimVerdict
@@ -198,6 +198,7 @@ class ClaimChecker:
             lex = lexical[best]
             close = lex >= self.lexical_alone or (lex >= self.lexical_with_meaning and (sem or 0.0) >= self.meaning)
             polarity_ok, roles_ok, attributes_ok = aligned(claim, spans[best], titles)
+            roles_ok &= not substituted(claim, spans[best])
             roles_ok &= sum(w not in span_tokens and w in elsewhere for w in set(_content(claim))) < _BORROWED
             # A short claim is the answer when it stands alone or is a bare phrase ("2018" after a copy).
             short = len(plan.claims) == 1 or len(normalize(claim).split()) <= 2

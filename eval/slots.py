@@ -109,10 +109,13 @@ def _prep(m: re.Match[str]) -> str:
 def restated_fill(claim: str, question: str) -> str | None:
     """What a claim that restates the question puts in its slot: the words between the slot's neighbours
     ("... known as the Neckar river and lies ..." for "known as the ___ and lies"); None when the claim
-    does not restate them or the fill is longer than a short answer.
+    does not restate them, names none of the question's names (then it says the same of another subject:
+    "El Salvador's capital is San Salvador" for "Honduras's capital is ___") or the fill is longer than a
+    short answer.
     """
     question, m = _slot(question)
-    if m is None:
+    names = set(name_tokens(question))
+    if m is None or (names and not names & set(name_tokens(claim))):
         return None
     before = normalize(question[: m.start()] + _prep(m)).split()[-3:]
     after = normalize(question[m.end() :]).split()[:3]

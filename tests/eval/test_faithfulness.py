@@ -281,3 +281,54 @@ def test_the_engines_cut_flag_decides_over_the_guess() -> None:
         == "Vijayanagara was a late medieval Hindu empire that ruled much of southern India."
     )
     assert split_claims(long, cut=False)[-1] == "It was founded in 1336"  # finished, just without a full stop
+
+
+def test_a_fragment_cut_after_a_lead_in_is_no_claim() -> None:
+    context = "[1] Hangzhou: Hangzhou lies at the head of Hangzhou Bay. It was founded in 1885 by the company."
+    head = "Hangzhou lies at the head of Hangzhou Bay."
+    # The engine stopped at the limit inside the answer's word ("Hang" of "Hangzhou", "1" of "1885").
+    assert split_claims(f"{head}\n\nThe answer is: Hang", None, context, cut=True) == [head]
+    assert split_claims(f"{head}\n\nThe answer is: 1", None, context, cut=True) == [head]
+    # A whole word of the context is an answer even at the cut; without the cut, "1" is the answer given.
+    assert split_claims(f"{head}\n\nThe answer is: 1885", None, context, cut=True)[-1] == "1885"
+    assert split_claims(f"{head}\n\nThe answer is: 1", None, context, cut=False)[-1] == "1"
+    # A word joined by a dash is cut at its last piece ("Cambodian–Viet" of "Cambodian–Vietnamese").
+    war = "[1] Pol Pot: Pol Pot was overthrown in 1979 during the Cambodian–Vietnamese War."
+    cut = "Pol Pot was overthrown in 1979 in Phnom Penh during the Cambodian–Viet"
+    assert split_claims(cut, None, war, cut=True) == ["Pol Pot was overthrown in 1979 in Phnom Penh during the"]
+
+
+def test_a_possessive_is_not_a_name(checker: ClaimChecker) -> None:
+    context = "[1] Jonathan Edwards: Edwards preached in Northampton. His work gave rise to New England theology."
+    claim = checker.check("Jonathan Edwards's work gave rise to New England theology.", context).claims[0]
+    assert claim.names_ok and claim.supported
+
+
+def test_a_restated_question_about_another_subject_has_no_slot_to_fill(checker: ClaimChecker) -> None:
+    context = "[1] San Salvador: San Salvador is the capital and largest city of El Salvador."
+    question = "Fill in the blank: Honduras's capital and largest city is ___"
+    other = checker.check("El Salvador's capital and largest city is San Salvador.", context, question)
+    assert other.claims[0].slot_ok is None and other.score == 1.0
+    # The question's own subject with a fill the context does not give there is still checked.
+    same = checker.check("Honduras's capital and largest city is San Salvador.", context, question)
+    assert same.score == 0.0
+
+
+@pytest.mark.parametrize(
+    ("answer", "supported"),
+    [
+        ("Romeo and Juliet is a tragedy written by William Shakespeare about two lovers.", True),
+        ("Romeo and Juliet is a tragicomedy written by William Shakespeare about two lovers.", False),
+        ("Isis, with her sister Isis, searched Egypt to find each part of him.", False),
+        ("Isis, with her sister Nephthys, searched Egypt to find each part of him.", True),
+        ("Romeo and Juliet is a play written by William Shakespeare about two lovers.", True),  # no near form
+    ],
+)
+def test_a_near_copy_that_swaps_a_name_or_a_word_form(checker: ClaimChecker, answer: str, supported: bool) -> None:
+    context = (
+        "[1] Romeo and Juliet: Romeo and Juliet is a tragedy written by William Shakespeare about two lovers. "
+        "It is a play.\n\n[2] Isis: Isis, with her sister Nephthys, searched Egypt to find each part of him."
+    )
+    result = checker.check(answer, context)
+    assert (result.score == 1.0) is supported
+    assert result.claims[0].roles_ok is supported
