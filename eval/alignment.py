@@ -30,6 +30,11 @@ _ATTRIBUTE = re.compile(
 
 _HEADING = re.compile(r"\[\d+\](?:[^:\n\[]{0,80}:)?")
 """A passage's number and title ("[1] Brasília:")."""
+_NOT_ATTRIBUTE = {
+    "forest", "interest", "contest", "protest", "request", "honest", "modest", "harvest", "digest", "arrest",
+    "invest", "suggest", "manifest", "conquest", "inquest", "behest", "priest", "chest", "guest", "quest",
+}  # fmt: skip
+"""Words ending in "est" that are no superlatives."""
 _PRONOUN = re.compile(r"\b(?:it|its|he|his|she|her|they|their)\b", re.I)
 
 
@@ -47,15 +52,16 @@ def aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
     polarity_ok = roles_ok = attributes_ok = True
     for cc in clauses(claim):
         words = set(_content(cc))
+        cc_names = name_tokens(cc)  # "Everest" or "Budapest" is no superlative
         overlap = [len(words & set(_content(c))) for c in span_clauses]
         tied = [c for c, n in zip(span_clauses, overlap, strict=True) if n == max(overlap)]
         sc = tied[0]
         sc_tokens = set(_canon(normalize(sc).split()))
         # Any of the clauses that say most of it may be the one it restates ("He was not president in 1950").
         polarity_ok &= any(_polarity(cc) == _polarity(c) for c in tied)
-        attributes = [w for w in words if _ATTRIBUTE.match(w)]
+        attributes = [w for w in words if _ATTRIBUTE.match(w) and w not in _NOT_ATTRIBUTE and w not in cc_names]
         attributes_ok &= any(all(w in set(_canon(normalize(c).split())) for w in attributes) for c in tied)
-        names = [t for t in name_tokens(cc) if t not in titles]
+        names = [t for t in cc_names if t not in titles]
         sc_names = [t for t in name_tokens(sc) if t not in titles]
         # A claim may name what a pronoun of the span stands for ("Arequipa is the seat of ..." for "Arequipa
         # is a city in Peru. It is the seat of ..."): the span's subject (its first name) is then not in
@@ -130,6 +136,21 @@ def _numbers_after_same_words(claim_clause: str, span: str) -> bool:
         if after and not any(n in words for words in after) and any(words[0][0].isdigit() for words in after):
             return False
     return True
+
+
+def copied(claim: str, span: str) -> bool:
+    """Is the claim a verbatim run of four words or more of the span (a title before it aside: "[1] Amazon:",
+    "Amazon (company):")?
+    """
+    theirs = f" {' '.join(_canon(normalize(_HEADING.sub(' ', span)).split()))} "
+    for text in (claim, _TITLED.sub("", claim)):
+        ours = _canon(normalize(_HEADING.sub(" ", text)).split())
+        if len(ours) >= 4 and f" {' '.join(ours)} " in theirs:
+            return True
+    return False
+
+
+_TITLED = re.compile(r"^[^:\n]{1,80}:\s*")
 
 
 def substituted(claim: str, span: str) -> bool:

@@ -24,7 +24,7 @@ from corpus.chunk import sentence_spans
 from corpus.embed import Embedder, VectorCache
 from corpus.normalize import canonical as _canon
 from corpus.normalize import normalize
-from eval.alignment import aligned, name_tokens, substituted
+from eval.alignment import aligned, copied, name_tokens, substituted
 from eval.claims import _MARKER, _SLOT, split_claims
 from eval.claims import content_words as _content
 from eval.rows import ClaimVerdict
@@ -142,10 +142,14 @@ class ClaimChecker:
         if not claims:
             return None
         sentences = [(s, e) for s, e, _ in sentence_spans(context)] or [(0, len(context))]
-        # Single sentences and adjacent pairs: "It lies in ..." needs the sentence before it to name "It".
+        # Single sentences and adjacent pairs: "It lies in ..." needs the sentence before it to name "It". A
+        # pair across two passages says nothing (its words count for no claim).
+        heads = [(m.start(), set(_canon(normalize(m.group(1)).split()))) for m in _TITLE.finditer(context)]
+        passage = [sum(at <= s for at, _ in heads) for s, _ in sentences]
         spans = [context[s:e] for s, e in sentences]
         spans += [context[a[0] : b[1]] for a, b in zip(sentences, sentences[1:], strict=False)]
-        span_words = [_with_pieces(_content(s)) for s in spans]
+        apart = [False] * len(sentences) + [a != b for a, b in zip(passage, passage[1:], strict=False)]
+        span_words = [set() if cut_off else _with_pieces(_content(s)) for s, cut_off in zip(spans, apart, strict=True)]
         premise = set()
         if question:
             known = _with_pieces(_canon(normalize(context).split()))
@@ -154,7 +158,6 @@ class ClaimChecker:
             names = set(name_tokens(question))
             missed = names and not names & known
             premise = {t for t in _canon(normalize(question).split()) if t not in known and not (missed and t in names)}
-        heads = [(m.start(), set(_canon(normalize(m.group(1)).split()))) for m in _TITLE.finditer(context)]
         titles = {t for _, words in heads for t in words}
         own = [next((w for at, w in reversed(heads) if at <= s), set()) for s, _ in sentences]
         span_titles = own + [a | b for a, b in zip(own, own[1:], strict=False)]
@@ -206,7 +209,7 @@ class ClaimChecker:
             if question and slot_ok is None and _SLOT.search(question):
                 fill = restated_fill(claim, question)
                 slot_ok = fills_the_slot(fill, question, context) if fill else None
-            elif question and slot_ok is None:
+            elif question and slot_ok is None and not copied(claim, spans[best]):  # a copy says what it copies
                 slot_ok = answers_what_is_asked(claim, question, context)
             checks = {
                 "a number the supporting sentence does not have": numbers_ok,

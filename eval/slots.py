@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 
 from corpus.chunk import sentence_spans
+from corpus.normalize import STOP, normalize
 from corpus.normalize import canonical as _canon
-from corpus.normalize import normalize
 from eval.alignment import clauses, name_tokens
 from eval.claims import _SLOT
 from eval.claims import content_words as _content
@@ -38,6 +38,8 @@ def answers_what_is_asked(claim: str, question: str, context: str) -> bool | Non
     added = [t for t in name_tokens(claim) if t not in asked] + [
         t for t in _canon(normalize(claim).split()) if any(c.isdigit() for c in t) and t not in asked
     ]
+    # The question's subject under a longer name ("Amazon.com" for "Amazon") adds its other words.
+    added += [t for e in _entities(claim) if e & names for t in e - names if t not in asked]
     predicate = {_stem(w) for w in asked - names}
     if not added or not predicate:
         return None
@@ -49,11 +51,37 @@ def answers_what_is_asked(claim: str, question: str, context: str) -> bool | Non
             tokens = _canon(normalize(clause).split())
             stems = {_stem(t) for t in tokens}
             # A clause's subject may stand before an aside: "Beijing, previously Peking, is the capital".
-            scored.append((len(predicate & stems), len(names & set(tokens)), set(tokens) | subject))
+            scored.append((len(predicate & stems), len(names & set(tokens)), set(tokens) | subject, clause))
     if not scored or max(s[0] for s in scored) < len(predicate):
         return None
-    best = max((p, n) for p, n, _ in scored)
-    return any(all(t in tokens for t in added) for p, n, tokens in scored if (p, n) == best)
+    best = max((p, n) for p, n, _, _ in scored)
+    stating = [(tokens, clause) for p, n, tokens, clause in scored if (p, n) == best]
+    if any(_subject_for_another(claim, names, predicate, clause) for _, clause in stating):
+        return False
+    return any(all(t in tokens for t in added) for tokens, _ in stating)
+
+
+def _subject_for_another(claim: str, names: set[str], predicate: set[str], clause: str) -> bool:
+    """Does the claim answer with the question's own subject under a longer name ("The headquarter of
+    Microsoft is Microsoft Corporation", "The founder of Amazon is Amazon.com") where the clause that states
+    the predicate names another one right after it ("headquartered in Redmond", "Founded in 1994 by Jeff")?
+    """
+    entities = _entities(claim)
+    if not any(e & names and e - names for e in entities) or any(not e & names for e in entities):
+        return False  # a name of its own is an answer the other checks judge
+    tokens = _canon(normalize(clause).split())
+    others = set(name_tokens(clause)) - names - set(_canon(normalize(claim).split()))
+    at = [i for i, t in enumerate(tokens) if _stem(t) in predicate]
+    return bool(at) and any(t in others for t in tokens[at[0] + 1 : at[0] + 5])
+
+
+_ENTITY = re.compile(r"[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)*")
+
+
+def _entities(text: str) -> list[set[str]]:
+    """The words of each capitalised name of `text` ("Amazon.com": {"amazon", "com"})."""
+    found = [set(_canon(normalize(e).split())) - STOP for e in _ENTITY.findall(text)]
+    return [e for e in found if e]
 
 
 _PREPOSITIONS = {"in", "on", "from", "since", "until", "by", "around", "to", "at", "about"}

@@ -332,3 +332,52 @@ def test_a_near_copy_that_swaps_a_name_or_a_word_form(checker: ClaimChecker, ans
     result = checker.check(answer, context)
     assert (result.score == 1.0) is supported
     assert result.claims[0].roles_ok is supported
+
+
+def test_a_pair_of_sentences_never_spans_two_passages(checker: ClaimChecker) -> None:
+    context = (
+        "[1] Baffin Island: Baffin Island lies in Nunavut. The Nares Strait connects Baffin Bay with the Arctic.\n\n"
+        "[2] Kingston: Kingston is the capital city of Jamaica."
+    )
+    wrong = checker.check("The capital city of Baffin Island is Kingston, Jamaica.", context)
+    assert wrong.score == 0.0 and "[1]" not in wrong.claims[0].best_span
+    right = checker.check("Kingston is the capital city of Jamaica.", context)
+    assert right.score == 1.0
+
+
+def test_a_name_ending_in_est_is_no_superlative(checker: ClaimChecker) -> None:
+    context = "[1] Mount Everest: Its height was most recently measured in 2020 as 8,848.86 m."
+    claim = checker.check("The height of Mount Everest is 8,848.86 m.", context).claims[0]
+    assert claim.attributes_ok and claim.supported
+    # A real superlative the span lacks is still one.
+    assert not checker.check("The greatest height of Mount Everest is 8,848.86 m.", context).claims[0].attributes_ok
+
+
+@pytest.mark.parametrize(
+    ("answer", "question", "supported"),
+    [
+        ("The headquarter of Microsoft is Microsoft Corporation.", "What is the headquarter of Microsoft?", False),
+        ("The founder of Amazon is Amazon.com.", "Who is the founder of Amazon?", False),
+        ("The founder of Amazon is Jeff Bezos.", "Who is the founder of Amazon?", True),
+        ("The capital of Mexico is Mexico City.", "What is the capital of Mexico?", True),  # its own subject, rightly
+    ],
+)
+def test_the_question_s_subject_is_not_its_answer(
+    checker: ClaimChecker, answer: str, question: str, supported: bool
+) -> None:
+    context = (
+        "[1] Microsoft: Microsoft Corporation is an American technology company headquartered in Redmond.\n\n"
+        "[2] Amazon: Amazon.com, Inc. is an American company. Founded in 1994 by Jeff Bezos in Bellevue, the "
+        "company began as an online marketplace.\n\n"
+        "[3] Mexico City: Mexico City is the capital and largest city of Mexico."
+    )
+    result = checker.check(answer, context, question)
+    assert (result.score == 1.0) is supported
+    assert (result.claims[0].slot_ok is not False) is supported  # the check that decides
+
+
+def test_a_verbatim_copy_says_what_it_copies(checker: ClaimChecker) -> None:
+    context = "[1] Boston: Boston is the capital and most populous city of the U.S. state of Massachusetts."
+    answer = "Boston (city): Boston is the capital and most populous city of the U.S. state of Massachusetts."
+    result = checker.check(answer, context, "What state is Boston located?")
+    assert result.score == 1.0 and result.claims[0].slot_ok is None
