@@ -41,6 +41,9 @@ def answers_what_is_asked(claim: str, question: str, context: str) -> bool | Non
     # The question's subject under a longer name ("Amazon.com" for "Amazon") adds its other words.
     added += [t for e in _entities(claim) if e & names for t in e - names if t not in asked]
     predicate = {_stem(w) for w in asked - names}
+    mentioned = set(name_tokens(claim))
+    if predicate and mentioned and mentioned <= names and len(normalize(claim).split()) <= 3:
+        return False  # the question's own subject as its answer ("Madagascar." for its capital)
     if not added or not predicate:
         return None
     scored = []

@@ -381,3 +381,10 @@ def test_a_verbatim_copy_says_what_it_copies(checker: ClaimChecker) -> None:
     answer = "Boston (city): Boston is the capital and most populous city of the U.S. state of Massachusetts."
     result = checker.check(answer, context, "What state is Boston located?")
     assert result.score == 1.0 and result.claims[0].slot_ok is None
+
+
+def test_the_question_s_subject_alone_is_no_answer(checker: ClaimChecker) -> None:
+    context = "[1] Madagascar: Madagascar is an island country. Its capital and largest city is Antananarivo."
+    question = "What is the capital city of Madagascar?"
+    assert checker.check("Madagascar.", context, question).score == 0.0
+    assert checker.check("Antananarivo.", context, question).score == 1.0
