@@ -153,7 +153,7 @@ def copied(claim: str, span: str) -> bool:
 _TITLED = re.compile(r"^[^:\n]{1,80}:\s*")
 
 
-def substituted(claim: str, span: str) -> bool:
+def substituted(claim: str, span: str, title: set[str] | frozenset[str] = frozenset()) -> bool:
     """Does a near copy of the span put other words where the span has a name or a word of nearly the same
     form ("is a tragicomedy written by" for "is a tragedy written by", "with her sister Isis, searched" for
     "with her sister Nephthys, searched")? Only between runs of two or more words copied on both sides.
@@ -173,6 +173,11 @@ def substituted(claim: str, span: str) -> bool:
         # A word of the span the claim has fewer times ("The Tragedy of ... is a tragicomedy").
         gone = [t for t in theirs[i1:i2] if ours.count(t) < theirs.count(t) and t not in STOP]
         new = [t for t in ours[j1:j2] if t not in STOP and len(t) > 1 and (after is not None or t not in theirs)]
+        # The title's other name for it ("Muhammad Ali won" for "Clay won"), not a form of the same word
+        # ("the satrap Atropatene" for "Atropates" under the title "Atropatene").
+        alias = not any(len(os.path.commonprefix([g, t])) >= 4 for g in gone for t in new)
+        if new and alias and all(t in title and t not in theirs for t in new):
+            continue
         # A word the compressor cut that the claim restores ("ayarman" -> "Jayavarman") is no substitution.
         swapped = [t for t in gone if t in names or any(_near(t, n) for n in new)]
         if new and any(not any(t in n or n in t for n in new) for t in swapped):
@@ -182,10 +187,24 @@ def substituted(claim: str, span: str) -> bool:
 
 def _near(a: str, b: str) -> bool:
     """Two different words of nearly the same form: a shared start of 4 letters, and neither is the other
-    with an ending ("tragedy" / "tragicomedy", "Atropates" / "Atropatene"; not "write" / "writes").
+    with an ending once both lose their inflection ("tragedy" / "tragicomedy", "Atropates" / "Atropatene";
+    not "plays" / "played", "organised" / "organized").
     """
+    a, b = _root(a), _root(b)
     n = len(os.path.commonprefix([a, b]))
     return n >= 4 and not (a.startswith(b) or b.startswith(a))
+
+
+_ENDING = re.compile(r"(?:ies|ied|es|ed|ing|er|s)$")
+
+
+def _root(word: str) -> str:
+    """`word` without an inflection or a British/American spelling ("played", "plays" -> "play";
+    "organised" -> "organiz"; "kilometres" -> "kilometer"; "studies", "studied" -> "stud").
+    """
+    word = re.sub(r"is(e|ed|es|ing|ation)$", r"iz\1", word)
+    word = re.sub(r"tre(s?)$", r"ter\1", word)
+    return _ENDING.sub("", word) if len(word) > 5 else word
 
 
 def _polarity(text: str) -> bool:

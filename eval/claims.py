@@ -77,7 +77,7 @@ def split_claims(
             rest = _LIST_MARK.sub("", claim)
             claim = rest if content_words(rest) else claim  # "1. Taiwan is ..." but not "8." alone
         answers = answers and len(claim.split()) <= 3  # "The answer is: 2018", not "...: Beirut has been"
-        if i == len(sentences) - 1 and cut and answers and not _FINISHED.search(claim):
+        if i == len(sentences) - 1 and cut and answers and context and not _FINISHED.search(claim):
             claim = _drop_cut_word(claim, context)  # "The answer is: Hang" for "Hangzhou", "1" for "1885"
         elif i == len(sentences) - 1 and cut and not _FINISHED.search(claim):
             # Cut off by the token limit (a long answer ending mid-sentence; a short one, or one after "The
@@ -119,4 +119,5 @@ def _drop_cut_word(claim: str, context: str | None) -> str:
     if context is None or not word:
         return head
     words = set(normalize(_MARKER.sub(" ", context)).split())
-    return head if word not in words and any(w.startswith(word) for w in words) else claim
+    whole = word in words or _canon([word])[0] in set(_canon(list(words)))  # "Japan" where it says "Japanese"
+    return head if not whole and any(w.startswith(word) for w in words) else claim

@@ -31,6 +31,7 @@ from eval.rows import ClaimVerdict
 from eval.slots import GLUED, answers_what_is_asked, fills_the_slot, restated_fill
 
 _TITLE = re.compile(r"^\[\d+\] ([^:\n]+):", re.M)
+_PRONOUN_START = re.compile(r"\s*(?:it|its|he|his|she|her|they|their|this|these)\b", re.I)
 
 
 class FaithfulnessResult(BaseModel):
@@ -201,7 +202,7 @@ class ClaimChecker:
             lex = lexical[best]
             close = lex >= self.lexical_alone or (lex >= self.lexical_with_meaning and (sem or 0.0) >= self.meaning)
             polarity_ok, roles_ok, attributes_ok = aligned(claim, spans[best], titles)
-            roles_ok &= not substituted(claim, spans[best])
+            roles_ok &= not substituted(claim, spans[best], plan.span_titles[best])
             roles_ok &= sum(w not in span_tokens and w in elsewhere for w in set(_content(claim))) < _BORROWED
             # A short claim is the answer when it stands alone or is a bare phrase ("2018" after a copy).
             short = len(plan.claims) == 1 or len(normalize(claim).split()) <= 2
@@ -209,7 +210,7 @@ class ClaimChecker:
             if question and slot_ok is None and _SLOT.search(question):
                 fill = restated_fill(claim, question)
                 slot_ok = fills_the_slot(fill, question, context) if fill else None
-            elif question and slot_ok is None and not copied(claim, spans[best]):  # a copy says what it copies
+            elif question and slot_ok is None and not self._copies_about(claim, spans[best], plan, best, question):
                 slot_ok = answers_what_is_asked(claim, question, context)
             checks = {
                 "a number the supporting sentence does not have": numbers_ok,
@@ -239,3 +240,15 @@ class ClaimChecker:
             )
         score = sum(v.supported for v in verdicts) / len(verdicts)
         return FaithfulnessResult(score=score, status="ok", claims=verdicts)
+
+    @staticmethod
+    def _copies_about(claim: str, span: str, plan: _Plan, best: int, question: str) -> bool:
+        """A verbatim copy of the span says what it copies: it need not answer the question, as long as it
+        is about the question's subject (not "He was born in Kiel" under "Max Planck" for Einstein's birth).
+        """
+        if not copied(claim, span):
+            return False
+        names, title = set(name_tokens(question)), plan.span_titles[best]
+        if _PRONOUN_START.match(claim):  # "It serves as ..." is about its passage's subject
+            return not names or bool(names & title)
+        return not names or bool(names & (_with_pieces(_canon(normalize(span).split())) | title))

@@ -41,10 +41,11 @@ def answers_what_is_asked(claim: str, question: str, context: str) -> bool | Non
     # The question's subject under a longer name ("Amazon.com" for "Amazon") adds its other words.
     added += [t for e in _entities(claim) if e & names for t in e - names if t not in asked]
     predicate = {_stem(w) for w in asked - names}
-    mentioned = set(name_tokens(claim))
-    if predicate and mentioned and mentioned <= names and len(normalize(claim).split()) <= 3:
-        return False  # the question's own subject as its answer ("Madagascar." for its capital)
-    if not added or not predicate:
+    # The question's one subject as its answer ("Madagascar." for its capital), not a choice ("Muse or Coldplay").
+    subjects = _entities(question)
+    bare = len(subjects) == 1 and _entities(claim) == subjects and len(normalize(claim).split()) <= 3
+    bare &= " or " not in f" {question.lower()} "
+    if not predicate or not (added or bare):
         return None
     scored = []
     for s, e, _ in sentence_spans(context):
@@ -59,23 +60,32 @@ def answers_what_is_asked(claim: str, question: str, context: str) -> bool | Non
         return None
     best = max((p, n) for p, n, _, _ in scored)
     stating = [(tokens, clause) for p, n, tokens, clause in scored if (p, n) == best]
-    if any(_subject_for_another(claim, names, predicate, clause) for _, clause in stating):
+    if any(_subject_for_another(claim, names, predicate, clause, bare) for _, clause in stating):
         return False
+    if bare:
+        return None
     return any(all(t in tokens for t in added) for tokens, _ in stating)
 
 
-def _subject_for_another(claim: str, names: set[str], predicate: set[str], clause: str) -> bool:
-    """Does the claim answer with the question's own subject under a longer name ("The headquarter of
-    Microsoft is Microsoft Corporation", "The founder of Amazon is Amazon.com") where the clause that states
-    the predicate names another one right after it ("headquartered in Redmond", "Founded in 1994 by Jeff")?
+def _subject_for_another(claim: str, names: set[str], predicate: set[str], clause: str, bare: bool = False) -> bool:
+    """Does the claim answer with the question's own subject, under a longer name ("The headquarter of
+    Microsoft is Microsoft Corporation", "The founder of Amazon is Amazon.com") or alone (`bare`:
+    "Madagascar." for its capital), where the clause that states the predicate names another one right after
+    it ("headquartered in Redmond", "Founded in 1994 by Jeff", "capital and largest city is Antananarivo")?
+    What follows "of" is the predicate's own complement ("the capital of the Grand Duchy of Luxembourg").
     """
     entities = _entities(claim)
-    if not any(e & names and e - names for e in entities) or any(not e & names for e in entities):
+    longer = any(e & names and e - names for e in entities)
+    if not (longer or bare) or any(not e & names for e in entities):
         return False  # a name of its own is an answer the other checks judge
     tokens = _canon(normalize(clause).split())
     others = set(name_tokens(clause)) - names - set(_canon(normalize(claim).split()))
     at = [i for i, t in enumerate(tokens) if _stem(t) in predicate]
-    return bool(at) and any(t in others for t in tokens[at[0] + 1 : at[0] + 5])
+    if not at:
+        return False
+    window = tokens[at[0] + 1 : at[0] + 7]
+    window = window[: window.index("of")] if "of" in window else window
+    return any(t in others for t in window)
 
 
 _ENTITY = re.compile(r"[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)*")
@@ -83,7 +93,7 @@ _ENTITY = re.compile(r"[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)*")
 
 def _entities(text: str) -> list[set[str]]:
     """The words of each capitalised name of `text` ("Amazon.com": {"amazon", "com"})."""
-    found = [set(_canon(normalize(e).split())) - STOP for e in _ENTITY.findall(text)]
+    found = [set(_canon(normalize(e).split())) - STOP - {"s"} for e in _ENTITY.findall(text)]
     return [e for e in found if e]
 
 

@@ -388,3 +388,54 @@ def test_the_question_s_subject_alone_is_no_answer(checker: ClaimChecker) -> Non
     question = "What is the capital city of Madagascar?"
     assert checker.check("Madagascar.", context, question).score == 0.0
     assert checker.check("Antananarivo.", context, question).score == 1.0
+
+
+@pytest.mark.parametrize(
+    ("answer", "context", "question"),
+    [  # review cases: each is supported and must stay so
+        (
+            "Coldplay.",
+            "[1] Coldplay: Coldplay is a band with four members.",
+            "Which band has more members, Muse or Coldplay?",
+        ),
+        ("Mexico.", "[1] Mexico City: Mexico City is the capital of Mexico.", "In which country is Mexico City?"),
+        (
+            "Singapore.",
+            "[1] Singapore: Singapore is a city-state. Its capital is Singapore.",
+            "What is the capital of Singapore?",
+        ),
+        (
+            "The capital of Luxembourg is Luxembourg City.",
+            "[1] Luxembourg City: Luxembourg City is the capital of the Grand Duchy of Luxembourg.",
+            "What is the capital of Luxembourg?",
+        ),
+        (
+            "Lionel Messi played for Inter Miami in Major League Soccer.",
+            "[1] Lionel Messi: Lionel Messi plays for Inter Miami in Major League Soccer.",
+            None,
+        ),
+        (
+            "The festival is organized by the city council every summer.",
+            "[1] Festival: The festival is organised by the city council every summer.",
+            None,
+        ),
+        (
+            "In 1964, Muhammad Ali won the world heavyweight title from Sonny Liston.",
+            "[1] Muhammad Ali: In 1964, Clay won the world heavyweight title from Sonny Liston.",
+            None,
+        ),
+    ],
+)
+def test_review_cases_stay_supported(checker: ClaimChecker, answer: str, context: str, question: str | None) -> None:
+    assert checker.check(answer, context, question).score == 1.0
+
+
+def test_a_copy_about_another_subject_still_answers_to_the_question(checker: ClaimChecker) -> None:
+    context = "[1] Albert Einstein: Einstein was born in Ulm.\n\n[2] Max Planck: He was born in Kiel in 1858."
+    assert checker.check("He was born in Kiel in 1858.", context, "Where was Albert Einstein born?").score == 0.0
+
+
+def test_a_cut_answer_keeps_a_country_the_context_names_by_its_demonym() -> None:
+    context = "[1] Sushi: Sushi is a traditional Japanese dish of prepared rice."
+    head = "Sushi is a traditional dish of prepared rice, as the passage says in its very first line."
+    assert split_claims(f"{head}\n\nThe answer is: Japan", None, context, cut=True)[-1] == "Japan"
