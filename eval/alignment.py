@@ -142,9 +142,9 @@ def copied(claim: str, span: str) -> bool:
     """Is the claim a verbatim run of four words or more of the span (a title before it aside: "[1] Amazon:",
     "Amazon (company):")?
     """
-    theirs = f" {' '.join(_canon(normalize(_HEADING.sub(' ', span)).split()))} "
+    theirs = f" {' '.join(_words(span))} "
     for text in (claim, _TITLED.sub("", claim)):
-        ours = _canon(normalize(_HEADING.sub(" ", text)).split())
+        ours = _words(text)
         if len(ours) >= 4 and f" {' '.join(ours)} " in theirs:
             return True
     return False
@@ -153,13 +153,18 @@ def copied(claim: str, span: str) -> bool:
 _TITLED = re.compile(r"^[^:\n]{1,80}:\s*")
 
 
+def _words(text: str) -> list[str]:
+    """The canonical words of `text` without passage numbers and titles (a title is not the passage's text)."""
+    return _canon(normalize(_HEADING.sub(" ", text)).split())
+
+
 def substituted(claim: str, span: str, title: set[str] | frozenset[str] = frozenset()) -> bool:
     """Does a near copy of the span put other words where the span has a name or a word of nearly the same
     form ("is a tragicomedy written by" for "is a tragedy written by", "with her sister Isis, searched" for
     "with her sister Nephthys, searched")? Only between runs of two or more words copied on both sides.
     """
     ours = _canon(normalize(_MARKER.sub(" ", claim)).split())
-    theirs = _canon(normalize(_HEADING.sub(" ", span)).split())  # a passage's title is not its text
+    theirs = _words(span)
     names = set(name_tokens(span))
     ops = difflib.SequenceMatcher(None, theirs, ours, autojunk=False).get_opcodes()
     for k, (op, i1, i2, j1, j2) in enumerate(ops):

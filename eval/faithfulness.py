@@ -210,7 +210,11 @@ class ClaimChecker:
             if question and slot_ok is None and _SLOT.search(question):
                 fill = restated_fill(claim, question)
                 slot_ok = fills_the_slot(fill, question, context) if fill else None
-            elif question and slot_ok is None and not self._copies_about(claim, spans[best], plan, best, question):
+            elif (
+                question
+                and slot_ok is None
+                and not _copies_about(claim, spans[best], span_tokens - plan.premise, plan.span_titles[best], question)
+            ):
                 slot_ok = answers_what_is_asked(claim, question, context)
             checks = {
                 "a number the supporting sentence does not have": numbers_ok,
@@ -241,14 +245,14 @@ class ClaimChecker:
         score = sum(v.supported for v in verdicts) / len(verdicts)
         return FaithfulnessResult(score=score, status="ok", claims=verdicts)
 
-    @staticmethod
-    def _copies_about(claim: str, span: str, plan: _Plan, best: int, question: str) -> bool:
-        """A verbatim copy of the span says what it copies: it need not answer the question, as long as it
-        is about the question's subject (not "He was born in Kiel" under "Max Planck" for Einstein's birth).
-        """
-        if not copied(claim, span):
-            return False
-        names, title = set(name_tokens(question)), plan.span_titles[best]
-        if _PRONOUN_START.match(claim):  # "It serves as ..." is about its passage's subject
-            return not names or bool(names & title)
-        return not names or bool(names & (_with_pieces(_canon(normalize(span).split())) | title))
+
+def _copies_about(claim: str, span: str, span_words: set[str], title: set[str], question: str) -> bool:
+    """A verbatim copy of the span says what it copies: it need not answer the question, as long as it
+    is about the question's subject (not "He was born in Kiel" under "Max Planck" for Einstein's birth).
+    """
+    if not copied(claim, span):
+        return False
+    names = set(name_tokens(question))
+    if _PRONOUN_START.match(claim):  # "It serves as ..." is about its passage's subject
+        return not names or bool(names & title)
+    return not names or bool(names & (span_words | title))
