@@ -75,7 +75,10 @@ def aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
             roles_ok &= not any(t not in sc_tokens and t in elsewhere for t in names)
             shared = [t for t in dict.fromkeys(names) if t in sc_names]
             flipped = (" by " in f" {cc.lower()} ") != (" by " in f" {sc.lower()} ")  # active <-> passive
-            if flipped:  # whole names swap places, not their words ("Quincy Jones produced it")
+            # Only a clause that has the claim's predicate restates it in another voice: "The Little Prince was
+            # published in France" is not the passive of "... illustrated by French writer ...".
+            predicate = (words - set(cc_names)) & set(_content(sc))
+            if flipped and predicate:  # whole names swap places, not their words ("Quincy Jones produced it")
                 theirs = _entities(sc)
                 # A claim's name stands for the span's name that holds all its words ("Linnaeus", "Carl Linnaeus").
                 places = [

@@ -202,6 +202,19 @@ def test_passive_rewrites_keep_whole_names_in_their_roles(checker: ClaimChecker,
     assert checker.check(answer, context).claims[0].roles_ok is supported
 
 
+def test_a_by_in_a_clause_without_the_claims_predicate_is_no_change_of_voice(checker: ClaimChecker) -> None:
+    context = (
+        "[1] The Little Prince: The Little Prince is a novella written and illustrated by French writer Antoine "
+        "de Saint-Exupéry. It was first published in the United States in April 1943 and was published "
+        "posthumously in France following liberation."
+    )
+    kept = checker.check("The Little Prince was published in France.", context)
+    assert kept.claims[0].roles_ok is True
+    # The same clause with the claim's predicate does change voice: the names must change places.
+    swapped = checker.check("The Little Prince illustrated Antoine de Saint-Exupéry.", context)
+    assert swapped.claims[0].supported is False
+
+
 def test_two_words_of_another_sentence_recombine_the_context(checker: ClaimChecker) -> None:
     context = (
         "[1] Walking: In the United Kingdom, the word walking describes all forms of walking on foot. "
