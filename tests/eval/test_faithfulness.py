@@ -396,6 +396,17 @@ def test_a_verbatim_copy_says_what_it_copies(checker: ClaimChecker) -> None:
     assert result.score == 1.0 and result.claims[0].slot_ok is None
 
 
+def test_a_sentence_that_starts_with_a_pronoun_is_about_its_passage(checker: ClaimChecker) -> None:
+    context = (
+        "[1] Beijing: Beijing is the capital city of China.\n\n"
+        "[2] Shanghai: Shanghai is a direct-administered municipality in China. It has a population of 30 million "
+        "in its urban area, making it China's most populous city and the fifth-largest city in the world."
+    )
+    question = "What is the largest city of China?"
+    assert checker.check("The largest city of China is Shanghai.", context, question).score == 1.0
+    assert checker.check("The largest city of China is Beijing.", context, question).score == 0.0
+
+
 def test_the_question_s_subject_alone_is_no_answer(checker: ClaimChecker) -> None:
     context = "[1] Madagascar: Madagascar is an island country. Its capital and largest city is Antananarivo."
     question = "What is the capital city of Madagascar?"
