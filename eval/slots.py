@@ -52,22 +52,40 @@ def answers_what_is_asked(claim: str, question: str, context: str) -> bool | Non
     for s, e, _ in sentence_spans(context):
         parts = clauses(context[s:e])
         subject = set(_canon(normalize(parts[0]).split())) if parts else set()
+        title = next((words for at, words in reversed(heads) if at <= s), set())
         if _PRONOUN_START.match(context[s:e]):  # "It is China's most populous city" under "Shanghai"
-            subject |= next((words for at, words in reversed(heads) if at <= s), set())
+            subject |= title
         for clause in parts:
             tokens = _canon(normalize(clause).split())
             stems = {_stem(t) for t in tokens}
             # A clause's subject may stand before an aside: "Beijing, previously Peking, is the capital".
-            scored.append((len(predicate & stems), len(names & set(tokens)), set(tokens) | subject, clause))
+            named = _names_the_subject(names, predicate, clause, subject | title)
+            scored.append((len(predicate & stems), len(names & set(tokens)), set(tokens) | subject, clause, named))
     if not scored or max(s[0] for s in scored) < len(predicate):
         return None
-    best = max((p, n) for p, n, _, _ in scored)
-    stating = [(tokens, clause) for p, n, tokens, clause in scored if (p, n) == best]
+    # Of the clauses that state the predicate, those naming the question's subject as such come first
+    # ("Islamabad is the nation's capital" in the Pakistan passage; not "the capital of the Pakistani
+    # province of Punjab"), then those with most of its names.
+    best = max((p, ok, n) for p, n, _, _, ok in scored)
+    stating = [(tokens, clause) for p, n, tokens, clause, ok in scored if (p, ok, n) == best]
     if any(_subject_for_another(claim, names, predicate, clause, bare) for _, clause in stating):
         return False
     if bare:
         return None
     return any(all(t in tokens for t in added) for tokens, _ in stating)
+
+
+def _names_the_subject(names: set[str], predicate: set[str], clause: str, around: set[str]) -> bool:
+    """Does a clause name the question's subject: by name, in its sentence's subject or passage title
+    (`around`), or by a demonym right before the predicate ("the Japanese capital"; not "the capital of the
+    Pakistani province of Punjab")?
+    """
+    raw = normalize(clause).split()
+    if names & (set(raw) | around):
+        return True
+    tokens = _canon(raw)
+    at = [i for i, t in enumerate(tokens) if _stem(t) in predicate]
+    return any(t in names for i in at for t in tokens[max(0, i - 2) : i])
 
 
 def _subject_for_another(claim: str, names: set[str], predicate: set[str], clause: str, bare: bool = False) -> bool:

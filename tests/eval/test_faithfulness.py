@@ -407,6 +407,19 @@ def test_a_sentence_that_starts_with_a_pronoun_is_about_its_passage(checker: Cla
     assert checker.check("The largest city of China is Beijing.", context, question).score == 0.0
 
 
+def test_of_two_clauses_stating_the_predicate_the_one_naming_the_subject_decides(checker: ClaimChecker) -> None:
+    context = (
+        "[1] Pakistan: Pakistan is a country in South Asia. Islamabad is the nation's capital.\n\n"
+        "[2] Lahore: Lahore is the capital and largest city of the Pakistani province of Punjab."
+    )
+    question = "What is the capital of Pakistan?"
+    assert checker.check("The capital of Pakistan is Islamabad.", context, question).score == 1.0
+    assert checker.check("The capital of Pakistan is Lahore.", context, question).score == 0.0
+    # A demonym right before the predicate names the subject ("the Japanese capital").
+    tokyo = "[1] Tokyo: Tokyo is the Japanese capital. [2] Osaka: Osaka is the capital of Osaka Prefecture in Japan."
+    assert checker.check("The capital of Japan is Tokyo.", tokyo, "What is the capital of Japan?").score == 1.0
+
+
 def test_the_question_s_subject_alone_is_no_answer(checker: ClaimChecker) -> None:
     context = "[1] Madagascar: Madagascar is an island country. Its capital and largest city is Antananarivo."
     question = "What is the capital city of Madagascar?"
