@@ -13,7 +13,6 @@ the verdict.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,10 +27,7 @@ from eval.alignment import aligned, copied, name_tokens, substituted
 from eval.claims import _MARKER, _SLOT, split_claims
 from eval.claims import content_words as _content
 from eval.rows import ClaimVerdict
-from eval.slots import GLUED, answers_what_is_asked, fills_the_slot, restated_fill
-
-_TITLE = re.compile(r"^\[\d+\] ([^:\n]+):", re.M)
-_PRONOUN_START = re.compile(r"\s*(?:it|its|he|his|she|her|they|their|this|these)\b", re.I)
+from eval.slots import GLUED, PRONOUN_START, TITLE, answers_what_is_asked, fills_the_slot, restated_fill
 
 
 class FaithfulnessResult(BaseModel):
@@ -145,7 +141,7 @@ class ClaimChecker:
         sentences = [(s, e) for s, e, _ in sentence_spans(context)] or [(0, len(context))]
         # Single sentences and adjacent pairs: "It lies in ..." needs the sentence before it to name "It". A
         # pair across two passages says nothing (its words count for no claim).
-        heads = [(m.start(), set(_canon(normalize(m.group(1)).split()))) for m in _TITLE.finditer(context)]
+        heads = [(m.start(), set(_canon(normalize(m.group(1)).split()))) for m in TITLE.finditer(context)]
         passage = [sum(at <= s for at, _ in heads) for s, _ in sentences]
         spans = [context[s:e] for s, e in sentences]
         spans += [context[a[0] : b[1]] for a, b in zip(sentences, sentences[1:], strict=False)]
@@ -253,6 +249,6 @@ def _copies_about(claim: str, span: str, span_words: set[str], title: set[str], 
     if not copied(claim, span):
         return False
     names = set(name_tokens(question))
-    if _PRONOUN_START.match(claim):  # "It serves as ..." is about its passage's subject
+    if PRONOUN_START.match(claim):  # "It serves as ..." is about its passage's subject
         return not names or bool(names & title)
     return not names or bool(names & (span_words | title))

@@ -48,12 +48,12 @@ def answers_what_is_asked(claim: str, question: str, context: str) -> bool | Non
     if not predicate or not (added or bare):
         return None
     scored = []
-    heads = [(m.start(), set(_canon(normalize(m.group(1)).split()))) for m in _TITLE.finditer(context)]
+    heads = [(m.start(), set(_canon(normalize(m.group(1)).split()))) for m in TITLE.finditer(context)]
     for s, e, _ in sentence_spans(context):
         parts = clauses(context[s:e])
         subject = set(_canon(normalize(parts[0]).split())) if parts else set()
         title = next((words for at, words in reversed(heads) if at <= s), set())
-        if _PRONOUN_START.match(context[s:e]):  # "It is China's most populous city" under "Shanghai"
+        if PRONOUN_START.match(context[s:e]):  # "It is China's most populous city" under "Shanghai"
             subject |= title
         for clause in parts:
             tokens = _canon(normalize(clause).split())
@@ -110,8 +110,10 @@ def _subject_for_another(claim: str, names: set[str], predicate: set[str], claus
 
 
 _ENTITY = re.compile(r"[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)*")
-_TITLE = re.compile(r"^\[\d+\] ([^:\n]+):", re.M)
-_PRONOUN_START = re.compile(r"\s*(?:it|its|he|his|she|her|they|their)\b", re.I)
+TITLE = re.compile(r"^\[\d+\] ([^:\n]+):", re.M)
+"""A passage's number and title at the start of its line ("[2] Shanghai:")."""
+PRONOUN_START = re.compile(r"\s*(?:it|its|he|his|she|her|they|their|this|these)\b", re.I)
+"""A sentence about its passage's subject ("It is China's most populous city")."""
 
 
 def _entities(text: str) -> list[set[str]]:
