@@ -51,7 +51,8 @@ def answers_what_is_asked(claim: str, question: str, context: str) -> bool | Non
     heads = [(m.start(), set(_canon(normalize(m.group(1)).split()))) for m in TITLE.finditer(context)]
     for s, e, _ in sentence_spans(context):
         parts = clauses(context[s:e])
-        subject = set(_canon(normalize(parts[0]).split())) if parts else set()
+        said = normalize(parts[0]).split() if parts else []  # its words as written: "Pakistani" is no name
+        subject = set(_canon(said))
         title = next((words for at, words in reversed(heads) if at <= s), set())
         if PRONOUN_START.match(context[s:e]):  # "It is China's most populous city" under "Shanghai"
             subject |= title
@@ -59,7 +60,7 @@ def answers_what_is_asked(claim: str, question: str, context: str) -> bool | Non
             tokens = _canon(normalize(clause).split())
             stems = {_stem(t) for t in tokens}
             # A clause's subject may stand before an aside: "Beijing, previously Peking, is the capital".
-            named = _names_the_subject(names, predicate, clause, subject | title)
+            named = _names_the_subject(names, predicate, clause, set(said) | title)
             scored.append((len(predicate & stems), len(names & set(tokens)), set(tokens) | subject, clause, named))
     if not scored or max(s[0] for s in scored) < len(predicate):
         return None

@@ -415,6 +415,8 @@ def test_of_two_clauses_stating_the_predicate_the_one_naming_the_subject_decides
     question = "What is the capital of Pakistan?"
     assert checker.check("The capital of Pakistan is Islamabad.", context, question).score == 1.0
     assert checker.check("The capital of Pakistan is Lahore.", context, question).score == 0.0
+    later = context.replace("[2] Lahore: Lahore", "[2] Lahore: Lahore is a city. Lahore")  # not its passage's first
+    assert checker.check("The capital of Pakistan is Lahore.", later, question).score == 0.0
     # A demonym right before the predicate names the subject ("the Japanese capital").
     tokyo = "[1] Tokyo: Tokyo is the Japanese capital. [2] Osaka: Osaka is the capital of Osaka Prefecture in Japan."
     assert checker.check("The capital of Japan is Tokyo.", tokyo, "What is the capital of Japan?").score == 1.0
