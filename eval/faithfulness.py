@@ -27,7 +27,15 @@ from eval.alignment import aligned, copied, name_tokens, substituted
 from eval.claims import _MARKER, _SLOT, split_claims
 from eval.claims import content_words as _content
 from eval.rows import ClaimVerdict
-from eval.slots import GLUED, PRONOUN_START, TITLE, answers_what_is_asked, fills_the_slot, restated_fill
+from eval.slots import (
+    GLUED,
+    PRONOUN_START,
+    answers_what_is_asked,
+    fills_the_slot,
+    passage_heads,
+    restated_fill,
+    title_at,
+)
 
 
 class FaithfulnessResult(BaseModel):
@@ -141,7 +149,7 @@ class ClaimChecker:
         sentences = [(s, e) for s, e, _ in sentence_spans(context)] or [(0, len(context))]
         # Single sentences and adjacent pairs: "It lies in ..." needs the sentence before it to name "It". A
         # pair across two passages says nothing (its words count for no claim).
-        heads = [(m.start(), set(_canon(normalize(m.group(1)).split()))) for m in TITLE.finditer(context)]
+        heads = passage_heads(context)
         passage = [sum(at <= s for at, _ in heads) for s, _ in sentences]
         spans = [context[s:e] for s, e in sentences]
         spans += [context[a[0] : b[1]] for a, b in zip(sentences, sentences[1:], strict=False)]
@@ -156,7 +164,7 @@ class ClaimChecker:
             missed = names and not names & known
             premise = {t for t in _canon(normalize(question).split()) if t not in known and not (missed and t in names)}
         titles = {t for _, words in heads for t in words}
-        own = [next((w for at, w in reversed(heads) if at <= s), set()) for s, _ in sentences]
+        own = [title_at(heads, s) for s, _ in sentences]
         span_titles = own + [a | b for a, b in zip(own, own[1:], strict=False)]
         # The embedder is asked only where it can change a verdict: to break a tie between distinct spans
         # that cover the claim equally, or when the coverage is in the band where meaning decides. Most

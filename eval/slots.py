@@ -48,19 +48,21 @@ def answers_what_is_asked(claim: str, question: str, context: str) -> bool | Non
     if not predicate or not (added or bare):
         return None
     scored = []
-    heads = [(m.start(), set(_canon(normalize(m.group(1)).split()))) for m in TITLE.finditer(context)]
+    heads = passage_heads(context)
     for s, e, _ in sentence_spans(context):
         parts = clauses(context[s:e])
         said = normalize(parts[0]).split() if parts else []  # its words as written: "Pakistani" is no name
         subject = set(_canon(said))
-        title = next((words for at, words in reversed(heads) if at <= s), set())
+        title = title_at(heads, s)
+        around = set(said) | title
         if PRONOUN_START.match(context[s:e]):  # "It is China's most populous city" under "Shanghai"
             subject |= title
         for clause in parts:
-            tokens = _canon(normalize(clause).split())
+            raw = normalize(clause).split()
+            tokens = _canon(raw)
             stems = {_stem(t) for t in tokens}
             # A clause's subject may stand before an aside: "Beijing, previously Peking, is the capital".
-            named = _names_the_subject(names, predicate, clause, set(said) | title)
+            named = _names_the_subject(names, predicate, raw, around)
             scored.append((len(predicate & stems), len(names & set(tokens)), set(tokens) | subject, clause, named))
     if not scored or max(s[0] for s in scored) < len(predicate):
         return None
@@ -76,12 +78,11 @@ def answers_what_is_asked(claim: str, question: str, context: str) -> bool | Non
     return any(all(t in tokens for t in added) for tokens, _ in stating)
 
 
-def _names_the_subject(names: set[str], predicate: set[str], clause: str, around: set[str]) -> bool:
-    """Does a clause name the question's subject: by name, in its sentence's subject or passage title
-    (`around`), or by a demonym right before the predicate ("the Japanese capital"; not "the capital of the
-    Pakistani province of Punjab")?
+def _names_the_subject(names: set[str], predicate: set[str], raw: list[str], around: set[str]) -> bool:
+    """Does a clause (its normalised words `raw`) name the question's subject: by name, in its sentence's
+    subject or passage title (`around`), or by a demonym right before the predicate ("the Japanese capital";
+    not "the capital of the Pakistani province of Punjab")?
     """
-    raw = normalize(clause).split()
     if names & (set(raw) | around):
         return True
     tokens = _canon(raw)
@@ -113,6 +114,18 @@ def _subject_for_another(claim: str, names: set[str], predicate: set[str], claus
 _ENTITY = re.compile(r"[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)*")
 TITLE = re.compile(r"^\[\d+\] ([^:\n]+):", re.M)
 """A passage's number and title at the start of its line ("[2] Shanghai:")."""
+
+
+def passage_heads(context: str) -> list[tuple[int, set[str]]]:
+    """Where each passage starts, with the canonical words of its title."""
+    return [(m.start(), set(_canon(normalize(m.group(1)).split()))) for m in TITLE.finditer(context)]
+
+
+def title_at(heads: list[tuple[int, set[str]]], at: int) -> set[str]:
+    """The title words of the passage that position `at` of the context sits in (none before the first)."""
+    return next((words for start, words in reversed(heads) if start <= at), set())
+
+
 PRONOUN_START = re.compile(r"\s*(?:it|its|he|his|she|her|they|their|this|these)\b", re.I)
 """A sentence about its passage's subject ("It is China's most populous city")."""
 
