@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from corpus.errors import CribsheetError
 from corpus.registry import Registry
+from eval.precision import cpu_engine_env, vllm_dtype
 
 
 class VLLMConfig(BaseModel):
@@ -20,7 +21,8 @@ class VLLMConfig(BaseModel):
 
     model: str | None = None
     """Hugging Face folder or hub id; None = the bundled SmolLM2-135M-Instruct (converted once)."""
-    dtype: str = "bfloat16"
+    dtype: str = "auto"
+    """Engine precision; auto: bfloat16 on a CPU only where it is native, else float32 (`eval/precision.py`)."""
     max_model_len: int = Field(default=4096, ge=64)
     """Engine knob: longest prompt + answer in tokens (the KV cache is sized for it)."""
     block_size: int | None = 32
@@ -159,14 +161,12 @@ class VLLMGenerator:
     name = "vllm"
 
     def __init__(self, model: str, config: VLLMConfig) -> None:
-        # vLLM reads these at engine start; the user's environment wins over our CPU defaults.
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.kv_cache_gib))
-        os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+        cpu_engine_env(os.environ, config.kv_cache_gib)
         from vllm import LLM, SamplingParams  # heavy: keep inside the adapter
 
         kwargs: dict[str, Any] = dict(
             model=model,
-            dtype=config.dtype,
+            dtype=vllm_dtype(config.dtype),
             max_model_len=config.max_model_len,
             enable_prefix_caching=True,
             disable_log_stats=False,

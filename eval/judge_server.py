@@ -18,6 +18,7 @@ from types import TracebackType
 from pydantic import BaseModel, ConfigDict
 
 from corpus.errors import CribsheetError
+from eval.precision import vllm_dtype
 
 
 class JudgeServerError(CribsheetError):
@@ -29,7 +30,8 @@ class ServerConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    dtype: str = "bfloat16"
+    dtype: str = "auto"
+    """Judge precision; auto: bfloat16 on a CPU only where it is native, else float32 (`eval/precision.py`)."""
     max_model_len: int = 4096
     gpu_memory_utilization: float = 0.3
     """Share of the GPU for the judge (the sweep's own engine holds 0.5 of it by default)."""
@@ -63,7 +65,7 @@ def server_command(model: str, name: str, port: int, config: ServerConfig) -> li
         "--port",
         str(port),
         "--dtype",
-        config.dtype,
+        vllm_dtype(config.dtype),
         "--max-model-len",
         str(config.max_model_len),
         "--gpu-memory-utilization",

@@ -251,6 +251,24 @@ def test_compressor_dtype_resolution() -> None:
     assert compressor_dtype("float16", "cuda") is torch.float16
 
 
+def test_engine_dtype_auto_is_float32_on_a_cpu_without_native_bfloat16(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's bfloat16 on an AVX2-only CPU is emulated (4x slower here): `auto` picks float32 there."""
+    import corpus.embed
+    from eval.generate import VLLMConfig
+    from eval.judge_server import ServerConfig
+    from eval.precision import cpu_engine_env, vllm_dtype
+
+    assert VLLMConfig().dtype == "auto" and ServerConfig().dtype == "auto"
+    for native, expected in ((False, "float32"), (True, "bfloat16")):
+        monkeypatch.setattr(corpus.embed, "cpu_computes_bf16", lambda native=native: native)
+        assert vllm_dtype("auto", on_cpu=lambda: True) == expected
+        assert vllm_dtype("auto", on_cpu=lambda: False) == "auto"  # a GPU build: the model's own dtype
+        assert vllm_dtype("bfloat16", on_cpu=lambda: True) == "bfloat16"  # asked for: kept
+    env = {"VLLM_CPU_KVCACHE_SPACE": "12"}
+    cpu_engine_env(env, 4)
+    assert env == {"VLLM_CPU_KVCACHE_SPACE": "12", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}  # the user's value wins
+
+
 def test_vector_cache_embeds_each_text_once_and_starts_over_when_full() -> None:
     from corpus.embed import VectorCache
 
