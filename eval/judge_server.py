@@ -18,7 +18,7 @@ from types import TracebackType
 from pydantic import BaseModel, ConfigDict
 
 from corpus.errors import CribsheetError
-from eval.precision import vllm_dtype
+from eval.precision import cpu_engine_env, vllm_dtype
 
 
 class JudgeServerError(CribsheetError):
@@ -99,8 +99,8 @@ class ServerProcess:
     def start(self) -> None:
         """Start the process and wait until GET {base_url}/models answers; a clear error when it does not."""
         env = dict(os.environ)
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(self.config.kv_cache_gib)
-        env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(self.config.kv_cache_gib)  # the judge's own, not the sweep's
+        cpu_engine_env(env, self.config.kv_cache_gib)
         # A process of its own (no flow-run log handlers to deadlock on): its log keeps vLLM's request lines.
         env["VLLM_CONFIGURE_LOGGING"] = "1"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
