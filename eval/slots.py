@@ -6,6 +6,10 @@ asked? Used by eval/faithfulness.py.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from functools import lru_cache
 
 from corpus.chunk import sentence_spans
 from corpus.normalize import STOP, normalize
@@ -47,23 +51,17 @@ def answers_what_is_asked(claim: str, question: str, context: str) -> bool | Non
     bare &= " or " not in f" {question.lower()} "
     if not predicate or not (added or bare):
         return None
-    scored = []
-    heads = passage_heads(context)
-    for s, e, _ in sentence_spans(context):
-        parts = clauses(context[s:e])
-        said = normalize(parts[0]).split() if parts else []  # its words as written: "Pakistani" is no name
-        subject = set(_canon(said))
-        title = title_at(heads, s)
-        around = set(said) | title
-        if PRONOUN_START.match(context[s:e]):  # "It is China's most populous city" under "Shanghai"
-            subject |= title
-        for clause in parts:
-            raw = normalize(clause).split()
-            tokens = _canon(raw)
-            stems = {_stem(t) for t in tokens}
+    scored = [
+        (
+            len(predicate & c.stems),
+            len(names & c.tokens),
+            c.tokens | c.subject,
+            c.text,
             # A clause's subject may stand before an aside: "Beijing, previously Peking, is the capital".
-            named = _names_the_subject(names, predicate, raw, around)
-            scored.append((len(predicate & stems), len(names & set(tokens)), set(tokens) | subject, clause, named))
+            _names_the_subject(names, predicate, c.raw, c.around),
+        )
+        for c in _context_clauses(context)
+    ]
     if not scored or max(s[0] for s in scored) < len(predicate):
         return None
     # Of the clauses that state the predicate, those naming the question's subject as such come first
@@ -78,14 +76,53 @@ def answers_what_is_asked(claim: str, question: str, context: str) -> bool | Non
     return any(all(t in tokens for t in added) for tokens, _ in stating)
 
 
-def _names_the_subject(names: set[str], predicate: set[str], raw: list[str], around: set[str]) -> bool:
+@dataclass(frozen=True)
+class _Clause:
+    """A clause of the context as `answers_what_is_asked` reads it."""
+
+    text: str
+    raw: tuple[str, ...]
+    """Its normalised words as written ("Pakistani" is no name)."""
+    tokens: frozenset[str]
+    stems: frozenset[str]
+    subject: frozenset[str]
+    """Words of its sentence's first clause, and the passage title where the sentence starts with a pronoun
+    ("It is China's most populous city" under "Shanghai")."""
+    around: frozenset[str]
+    """Words of its sentence's first clause as written, and its passage's title."""
+
+
+@lru_cache(maxsize=64)
+def _context_clauses(context: str) -> tuple[_Clause, ...]:
+    """Every clause of `context`, parsed once per context: an answer's claims, and the answers of one
+    question in every setting, are checked against the same passages.
+    """
+    heads = passage_heads(context)
+    out = []
+    for s, e, _ in sentence_spans(context):
+        parts = clauses(context[s:e])
+        said = normalize(parts[0]).split() if parts else []
+        subject = set(_canon(said))
+        title = title_at(heads, s)
+        around = frozenset(set(said) | title)
+        if PRONOUN_START.match(context[s:e]):
+            subject |= title
+        for clause in parts:
+            raw = normalize(clause).split()
+            tokens = _canon(raw)
+            stems = frozenset(_stem(t) for t in tokens)
+            out.append(_Clause(clause, tuple(raw), frozenset(tokens), stems, frozenset(subject), around))
+    return tuple(out)
+
+
+def _names_the_subject(names: set[str], predicate: set[str], raw: Sequence[str], around: AbstractSet[str]) -> bool:
     """Does a clause (its normalised words `raw`) name the question's subject: by name, in its sentence's
     subject or passage title (`around`), or by a demonym right before the predicate ("the Japanese capital";
     not "the capital of the Pakistani province of Punjab")?
     """
     if names & (set(raw) | around):
         return True
-    tokens = _canon(raw)
+    tokens = _canon(list(raw))
     at = [i for i, t in enumerate(tokens) if _stem(t) in predicate]
     return any(t in names for i in at for t in tokens[max(0, i - 2) : i])
 
