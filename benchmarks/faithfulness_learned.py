@@ -166,7 +166,7 @@ def main() -> None:
     x, y, ok, results, real = data["tune"]
     fold = np.array([int(hashlib.sha256(c["question"].encode()).hexdigest(), 16) % FOLDS for c in real])
     columns = {"generic": GENERIC, "all": list(range(20))}
-    extra = np.zeros((len(y), 0))
+    variants = {name: x[:, cols] for name, cols in columns.items()}
     if args.lm:
         start = time.perf_counter()
         items = [(v.claim, v.best_span, c["question"]) for r, c in zip(results, real, strict=True) for v in r.claims]
@@ -174,6 +174,7 @@ def main() -> None:
         per = [[next(pmi) for _ in r.claims] for r in results]
         seconds = time.perf_counter() - start
         extra = np.array([[min(p), float(np.mean(p))] if p else [0.0, 0.0] for p in per])
+        variants |= {f"{name}+lm": np.hstack([x[:, cols], extra]) for name, cols in columns.items()}
         report["lm_seconds_per_claim"] = round(seconds / len(items), 3)
         print(f"LM PMI of {len(items)} claims in {seconds:.0f} s")
     print(f"\n{'split':<13}{'verdict':<16}{'n':>5}{'bal. acc.':>11}{'precision':>11}")
@@ -184,9 +185,7 @@ def main() -> None:
         report[f"{split}_{name}"] = c
 
     show("tune", "rules", x[:, 2] > 0, y)
-    variants = {**columns, **({"generic+lm": "lm", "all+lm": "lm"} if args.lm else {})}
-    for name, cols in variants.items():
-        features = np.hstack([x[:, columns[name.removesuffix("+lm")]], extra]) if cols == "lm" else x[:, cols]
+    for name, features in variants.items():
         predicted = np.zeros(len(y), dtype=bool)
         for k in range(FOLDS):
             predicted[fold == k] = fitted(features[fold != k], y[fold != k])(features[fold == k])
