@@ -5,7 +5,7 @@ the same fact (should hit) and near misses (the same sentence asked about anothe
 question about another document's subject: must not hit). Pairs are split by sha256 of their id: even
 last hex digit -> tuning (the threshold is chosen there: the lowest threshold whose false-hit rate on
 near misses is at most the budget), odd -> evaluation (the figures reported). Three methods: cosine alone;
-cosine plus the first guard (`eval.answer_cache.same_specifics`: both questions name the same numbers and
+cosine plus the first guard (`eval.answer_cache.guard.same_specifics`: both questions name the same numbers and
 names); cosine plus the product's whole guard (`question_guard`: the same names and numbers, and the same
 thing asked: answer types that meet and every content word one question has alone standing for one the
 other has alone, by word-embedding cosine >= WORD_MATCH). The generated near misses change a name, a number
@@ -78,7 +78,7 @@ def _word_match_scan(h: HandPairs, emb: Any) -> dict[str, list[float]]:
     """Hit and false-hit rates of the guard alone (no cosine threshold) per WORD_MATCH, on `h`: how the
     word threshold was chosen (the lowest with no false hit on the tuning pairs).
     """
-    from eval.cache_guard import question_guard
+    from eval.answer_cache.guard import question_guard
 
     print(f"{'word match':>10}{'hit':>8}{'false':>8}   (hand-written tuning pairs, guard alone)")
     scan: dict[str, list[float]] = {}
@@ -118,7 +118,7 @@ def main() -> None:
     kinds = np.array([p.kind for p in pairs])
     tune = np.array([int(hashlib.sha256(p.id.encode()).hexdigest()[-1], 16) % 2 == 0 for p in pairs])
 
-    from eval.cache_guard import question_guard, same_specifics
+    from eval.answer_cache.guard import question_guard, same_specifics
 
     word_guard = question_guard(emb.embed_query)
     guards: dict[str, Callable[[str, str], bool] | None] = {

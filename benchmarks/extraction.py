@@ -287,7 +287,7 @@ def measure(fmt: str, root: Path, work: Path, facts: list[dict[str, str]]) -> di
 
 
 def main() -> None:
-    from eval.assets import default_cache_dir
+    from eval.engine.bundled_models import default_cache_dir
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trees", type=Path, default=default_cache_dir() / "doctrees")

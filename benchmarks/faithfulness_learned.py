@@ -72,7 +72,7 @@ def answer_features(
     compressed: bool,
 ) -> list[float]:
     """The 20 features of one answer with claims (see the module docstring)."""
-    from eval.claims import content_words
+    from corpus.text import content_words
 
     claims = result.claims
     best = [float(vectors[v.claim] @ vectors[v.best_span]) for v in claims]
@@ -102,7 +102,7 @@ def lm_pmi(items: Sequence[tuple[str, str, str]]) -> list[float]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from eval.assets import smollm2_dir
+    from eval.engine.bundled_models import smollm2_dir
 
     tokenizer = AutoTokenizer.from_pretrained(str(smollm2_dir()))
     model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir()), dtype=torch.float32).eval()
@@ -130,11 +130,10 @@ def main() -> None:
     quiet_offline_env()
     from transformers import AutoTokenizer
 
-    from corpus.chunk import sentence_spans
     from corpus.embed import SentenceTransformerEmbedder, VectorCache
-    from eval.assets import smollm2_dir
-    from eval.claims import content_words
-    from eval.faithfulness import ClaimChecker
+    from corpus.text import content_words, sentence_spans
+    from eval.engine.bundled_models import smollm2_dir
+    from eval.faithfulness.checker import ClaimChecker
 
     embedder = SentenceTransformerEmbedder()
     checker = ClaimChecker(embedder)

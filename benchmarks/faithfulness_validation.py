@@ -1,6 +1,6 @@
 """Validates the offline faithfulness checker on the frozen hard labelled set (and the old easy set).
 
-Hard set: benchmarks/data/faithfulness_hard.json, built by eval/faithfulness_hard.py from the bundled
+Hard set: benchmarks/data/faithfulness_hard.json, built by benchmarks/sets/faithfulness_hard.py from the bundled
 corpus: faithful rewrites (verbatim, merged sentences, reordered clauses, active/passive, demonym/country,
 number formats) and unfaithful edits that keep almost every word (negation added or removed, a name or
 number swapped for another one of the same context, two names' roles exchanged, an attribute word flipped,
@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks.sets
 
 _CUT_TOKENS = 47
 HARD = Path(__file__).parent / "data" / "faithfulness_hard.json"
@@ -46,14 +49,6 @@ def confusion(labels: list[bool], predicted: list[bool]) -> dict[str, Any]:
     }
 
 
-def cohen_kappa(first: list[str], second: list[str]) -> float:
-    """Agreement of two readers beyond chance, over every label either uses."""
-    n = len(first)
-    observed = sum(a == b for a, b in zip(first, second, strict=True)) / n
-    chance = sum(first.count(label) * second.count(label) for label in set(first) | set(second)) / n / n
-    return (observed - chance) / (1 - chance) if chance < 1 else 1.0
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -64,14 +59,15 @@ def main() -> None:
     from corpus.runtime import quiet_offline_env
 
     quiet_offline_env()
+    from benchmarks.sets.faithfulness_hard import read_hard_set
     from corpus.embed import SentenceTransformerEmbedder
-    from eval.faithfulness import ClaimChecker
-    from eval.faithfulness_hard import read_hard_set
+    from eval.faithfulness.checker import ClaimChecker
+    from eval.metrics import cohen_kappa
 
     checker = ClaimChecker(SentenceTransformerEmbedder())
     from transformers import AutoTokenizer
 
-    from eval.assets import smollm2_dir
+    from eval.engine.bundled_models import smollm2_dir
 
     tokenizer = AutoTokenizer.from_pretrained(str(smollm2_dir()))  # the generator of the real answers
 
@@ -136,15 +132,16 @@ def main() -> None:
         if second:  # a second reader, blind to the first label and to the checker
             both = [(a, p) for a, b, p in second if a == b and a != "no_claims"]
             agreed = confusion([a == "supported" for a, _ in both], [p == "supported" for _, p in both])
-            kappa = cohen_kappa([a for a, _, _ in second], [b for _, b, _ in second])
+            kappa = cohen_kappa([(a, b) for a, b, _ in second])
+            kappa = 1.0 if kappa is None else kappa  # both readers used one label only: they agree
             print(f"  second reading of {len(second)}: readers' kappa {kappa:.3f}; on the {len(both)} claims both")
             print(f"  readers label alike, the checker: {agreed}")
             report[f"real_{split}_readers_kappa"] = round(kappa, 3)
             report[f"real_{split}_readers_agree"] = {**agreed, "n": len(both)}
     if args.easy_docs:
+        from benchmarks.sets.faithfulness_cases import build_cases, validate
         from corpus.bundled import CORPUS_FILE, build_bundled
         from corpus.sources import SkipLog, SourceConfig, iter_documents
-        from eval.faithfulness_validation import build_cases, validate
 
         work = Path(tempfile.mkdtemp(prefix="cribsheet-faith-"))
         build_bundled(work)

@@ -48,15 +48,15 @@ def main() -> None:
     from corpus.index import IndexOptions
     from corpus.retrieve import LanceRetriever
     from corpus.sources import SkipLog, SourceConfig, iter_documents
-    from eval.assets import smollm2_dir
-    from eval.components import build_generator
     from eval.compress import COMPRESSORS as REGISTRY
     from eval.compress import CompressorDeps
     from eval.compress.cache import MemoryCache
-    from eval.generate import GeneratorConfig
+    from eval.engine.bundled_models import smollm2_dir
+    from eval.engine.generator import GeneratorConfig
     from eval.metrics import answer_contains, context_answer_recall
     from eval.prompt import PromptLayout, context_block
     from eval.rerank import DenseReranker
+    from eval.run.wiring import build_generator
     from eval.settings import CompressorConfig
 
     work = Path(tempfile.mkdtemp(prefix="cribsheet-levers-"))

@@ -20,8 +20,8 @@ KNOBS: list[tuple[str, dict[str, Any]]] = [
 def knobs(base: Any, prompts: list[str], golds: list[list[str]], prefix: str, n_probe: int) -> dict[str, Any]:
     """Probe TTFT (serial, cache reset), batch throughput and answer recall per knob variant, as ratios to the
     default engine. A variant the engine refuses on this machine is reported with its error, not dropped."""
-    from eval.components import build_generator
     from eval.metrics import answer_contains
+    from eval.run.wiring import build_generator
 
     results: dict[str, dict[str, Any]] = {}
     for label, change in KNOBS:
@@ -85,8 +85,8 @@ def knobs(base: Any, prompts: list[str], golds: list[list[str]], prefix: str, n_
 def cited(gen: Any, layout: Any, rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Every compressor's prompts again with the cited-json output: schema-valid rate and citation precision
     and recall against the gold documents."""
-    from eval.citations import CITED_INSTRUCTION, citation_part, cited_schema
     from eval.metrics import answer_contains
+    from eval.run.citations import CITED_INSTRUCTION, citation_part, cited_schema
 
     figures: dict[str, Any] = {}
     print(f"{'cited-json':<15}{'valid':>7}{'cit P':>7}{'cit R':>7}{'ans rec':>8}")

@@ -31,9 +31,9 @@ def main() -> None:
     from corpus.bundled import QUESTIONS_FILE, answerable_questions, bundled_index
     from corpus.embed import SentenceTransformerEmbedder
     from corpus.retrieve import LanceRetriever
-    from eval.components import build_generator
-    from eval.generate import GeneratorConfig
+    from eval.engine.generator import GeneratorConfig
     from eval.rerank import RerankerDeps, build_reranker
+    from eval.run.wiring import build_generator
 
     work = Path(tempfile.mkdtemp(prefix="cribsheet-rerank-"))
     emb = SentenceTransformerEmbedder()

@@ -18,9 +18,9 @@ from corpus.embed import Embedder
 from corpus.errors import CribsheetError
 from corpus.load import write_jsonl
 from corpus.models import Document, Question
-from corpus.normalize import contains
 from corpus.questions import GENERATOR_VERSION, GeneratedQuestion, generate_questions
 from corpus.table import IndexOptions
+from corpus.text import contains
 
 CORPUS_FILE = "wiki_vital_en.jsonl"
 QUESTIONS_FILE = "fanoutqa_dev_questions.jsonl"

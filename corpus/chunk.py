@@ -10,10 +10,8 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from corpus.models import Chunk, Document
+from corpus.text import sentence_spans
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[])")
-_ABBREVIATION = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|Prof|vs|etc|No|Mt|Inc|Ltd|Co|e\.g|i\.e)|\b[A-Z])\.$")
-_PARAGRAPH = re.compile(r"\S(?:.*?\S)?(?=\s*\n\s*\n|\s*$)", re.S)
 _WORD = re.compile(r"\S+")
 
 BatchTokenCounter = Callable[[Sequence[str]], list[int]]
@@ -60,25 +58,6 @@ class _Unit:
     end: int
     tokens: int
     paragraph_end: bool
-
-
-def sentence_spans(text: str) -> list[tuple[int, int, bool]]:
-    """(start, end, ends_paragraph) of each sentence, as character offsets into `text`."""
-    spans: list[tuple[int, int, bool]] = []
-    for para in _PARAGRAPH.finditer(text):
-        start = para.start()
-        pieces = []
-        for m in _SENTENCE_END.finditer(para.group()):
-            if _ABBREVIATION.search(para.group()[: m.start()]):
-                continue  # "Dr. Who", "J. D. Drew": not a sentence end
-            pieces.append((start, para.start() + m.start() + len(m.group().rstrip())))
-            start = para.start() + m.end()
-        pieces.append((start, para.end()))
-        for i, (s, e) in enumerate(pieces):
-            s += len(text[s:e]) - len(text[s:e].lstrip())
-            if e > s:
-                spans.append((s, e, i == len(pieces) - 1))
-    return spans
 
 
 def _merge_atomic(spans: list[tuple[int, int, bool]], atomic: Sequence[tuple[int, int]]) -> list[tuple[int, int, bool]]:

@@ -19,10 +19,9 @@ from collections.abc import Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict
 
-from corpus.chunk import sentence_spans
 from corpus.models import Document
-from corpus.normalize import occurrences
 from corpus.questions import _PAREN, QuestionRules, _candidates, _grounded, _subject
+from corpus.text import occurrences, sentence_spans
 
 PAIR_KINDS = ("paraphrase", "near_miss_attribute", "near_miss_entity")
 

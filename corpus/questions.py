@@ -26,10 +26,9 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from corpus.chunk import sentence_spans
 from corpus.errors import CribsheetError
 from corpus.models import Document, Question
-from corpus.normalize import normalize, occurrences
+from corpus.text import PRONOUNS, normalize, occurrences, sentence_spans
 
 GENERATOR_VERSION = "rules-1"
 """Changes whenever a rule changes: generated sets name the version that made them."""
@@ -51,7 +50,7 @@ _COUNT = re.compile(
 _NAME = r"[A-Z][a-z\u00C0-\u024F'-]+"
 _AGENT = re.compile(rf"\bby ((?:{_NAME}|[A-Z]\.)(?: (?:{_NAME}|[A-Z]\.|de|van|von|da|del|di|la))*(?: {_NAME}))")
 _PROPER = re.compile(rf"(?<=[a-z,] )({_NAME}(?: (?:of |de |the )?{_NAME}){{0,3}})")
-_PRONOUN = re.compile(r"^(It|He|She|They|Its|His|Her|Their)\b")
+_PRONOUN = re.compile(rf"^({'|'.join(p.capitalize() for p in PRONOUNS)})\b")
 Q = TypeVar("Q", bound=Question)
 _NOT_NAMES = set(_MONTHS.split("|")) | {"The", "In", "It", "He", "She", "They", "This", "These", "A", "An"}
 

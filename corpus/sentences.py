@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from corpus.chunk import sentence_spans
 from corpus.embed import Embedder
+from corpus.text import sentence_spans
 
 SENTENCE_TABLE = "sentences"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from corpus.normalize import contains, content_tokens, normalize
+from corpus.text import contains, content_tokens, normalize
 
 __all__ = ["normalize"]
 
@@ -159,3 +159,16 @@ POPULATIONS: dict[str, str] = {
 }
 """Which questions a metric is meant for: answer metrics on answerable questions (an unanswerable one has no
 right answer to contain), abstention on unanswerable ones; any other column on all questions."""
+
+
+def cohen_kappa(pairs: Sequence[tuple[Hashable, Hashable]]) -> float | None:
+    """Cohen's kappa of two raters' verdicts, over every label either uses (the store's v_judge_agreement
+    computes the same for yes/no); None when undefined (no pairs, or chance agreement 1).
+    """
+    if not pairs:
+        return None
+    n = len(pairs)
+    observed = sum(a == b for a, b in pairs) / n
+    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
+    chance = sum(first[label] * second[label] for label in first.keys() | second.keys()) / n / n
+    return None if chance >= 1.0 else (observed - chance) / (1 - chance)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from corpus.text import passage_heading
+
 SYSTEM_PREFIX = (
     "You are a careful assistant that answers questions from a crib sheet of reference passages. "
     "Rules: answer with the shortest phrase that answers the question (a name, a number, a date or a "
@@ -18,7 +20,7 @@ SYSTEM_PREFIX = (
 def context_block(titles: Sequence[str], texts: Sequence[str]) -> str:
     """Numbered passages, one per line block."""
     return "\n\n".join(
-        f"[{i}] {title}: {text}" if title else f"[{i}] {text}"
+        f"{passage_heading(i, title)} {text}"
         for i, (title, text) in enumerate(zip(titles, texts, strict=True), start=1)
     )
 

@@ -14,7 +14,7 @@ from corpus.errors import CribsheetError
 from corpus.index import indexed_text
 from corpus.models import Chunk, Hit
 from corpus.registry import NoConfig, Registry
-from eval.generate import TokenScorer
+from eval.engine.generator import TokenScorer
 
 
 class Reranker(Protocol):

@@ -19,8 +19,10 @@ from corpus.errors import CribsheetError
 from corpus.registry import ComponentSpec, Registry
 from corpus.retrieve import RetrievalMode
 from eval.compress import COMPRESSORS
-from eval.generate import GENERATORS, GeneratorConfig
-from eval.judge import JUDGES, JudgeConfig
+from eval.compress.extractive import ExtractiveConfig
+from eval.compress.lingua import LLMLinguaConfig, LongLLMLinguaConfig
+from eval.engine.generator import GENERATORS, GeneratorConfig
+from eval.faithfulness.judge import JUDGES, JudgeConfig
 from eval.rerank import RERANKERS
 
 
@@ -186,26 +188,10 @@ class GridConfig(BaseModel):
         ]
 
 
-class CompressorConfig(BaseModel):
-    """The compressor LM (separate from the generator, so a small scorer can sit in front of a big one)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    model: str | None = None
-    """Hugging Face folder or hub id; None = the bundled SmolLM2-135M-Instruct."""
-    device: str = "cpu"
-    """torch device of the compressor LM (cuda on a GPU machine)."""
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    """Weights of the llmlingua compressor LM. auto: the model's own dtype on a GPU; on a CPU bfloat16 where
-    the CPU computes it natively (AVX512-BF16 or AMX; 2-3x faster than float32 for a 135M model, which is
-    memory-bound at llmlingua's 16-64-token windows), else float32 (llmlingua's own CPU default)."""
-    agnostic_window: int = 16
-    """llmlingua `iterative_size` for per-passage compression: llmlingua 0.2.2 leaves the tail after the
-    last full window uncompressed, so short passages need a small window to reach the requested ratio."""
-    aware_window: int = 64
-    """llmlingua `iterative_size` for LongLLMLingua over a whole context."""
-    aware_condition_compare: bool = False
-    """LongLLMLingua's contrastive perplexity (a second pass without the question): ~1.5x the cost."""
+class CompressorConfig(LLMLinguaConfig, LongLLMLinguaConfig, ExtractiveConfig):
+    """Every compressor's knobs in one place (the compressor LM of the llmlingua family, the extractive and
+    pruned selectors' weights); each compressor takes the fields its own config declares.
+    """
 
 
 class SweepConfig(BaseModel):
@@ -261,6 +247,16 @@ class SweepConfig(BaseModel):
         if self.judge is not None:
             specs["judge"] = JUDGES.spec(self.judge.name, self.judge.model_dump())
         return specs
+
+    def setting_hash(self, setting: Setting) -> str:
+        """The setting's hash, with its compressor's knobs when they are not the defaults (a pruned selector
+        with another `rank_prior` is another setting; every setting at the defaults keeps its earlier hash).
+        """
+        ours = COMPRESSORS.spec(setting.compressor, self.compressor.model_dump())
+        if ours == COMPRESSORS.spec(setting.compressor, CompressorConfig().model_dump()):
+            return setting.config_hash()
+        payload = f"{setting.config_hash()}:{ours.model_dump_json()}"
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def config_hash(self) -> str:
         """Hash of everything except where files live."""

@@ -43,7 +43,7 @@ def ray_options(workers: int | None, address: str | None, gpus: float | None = N
 def prepare_environment() -> None:
     """Defaults for a quiet, offline, self-contained run; anything the user set wins."""
     from corpus.runtime import quiet_offline_env
-    from eval.assets import default_cache_dir
+    from eval.engine.bundled_models import default_cache_dir
 
     os.environ.setdefault("PREFECT_HOME", str(default_cache_dir() / "prefect"))
     # Prefect creates only the last folder of its home; on a fresh machine the cache folder is missing too.

@@ -14,9 +14,9 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Completed, Failed
 
 from eval.gate import GateDecision
-from eval.gate.report import markdown_report
-from eval.report import pareto_svg, points, report_markdown
-from eval.sweep import SweepResult
+from eval.gate.render import markdown_report
+from eval.release_report import pareto_svg, points, report_markdown
+from eval.run.sweep import SweepResult
 
 LEADERBOARD_COLUMNS = (
     "setting_name",

@@ -228,10 +228,10 @@ def warm(
 ) -> None:
     """Load the generator, run the stable prompt prefix cold then warm, and report the cache hit."""
     prepare_environment()
-    from eval.assets import default_cache_dir
-    from eval.components import build_generator
-    from eval.generate import GeneratorConfig
+    from eval.engine.bundled_models import default_cache_dir
+    from eval.engine.generator import GeneratorConfig
     from eval.prompt import PromptLayout
+    from eval.run.wiring import build_generator
 
     log = log_path(default_cache_dir(), "warm")
     try:

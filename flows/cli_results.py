@@ -84,7 +84,7 @@ def report(
     ] = None,
 ) -> None:
     """Print the leaderboard of a run; with --out, also write its Pareto plot and markdown report."""
-    from eval.report import pareto_svg, points, report_markdown
+    from eval.release_report import pareto_svg, points, report_markdown
     from eval.store import DuckDBStore
 
     try:

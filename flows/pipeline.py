@@ -23,9 +23,9 @@ from corpus.index import IndexConfig, IndexReport, sync_index
 from corpus.runtime import quiet_offline_env
 from corpus.sources import SkipLog, SourceConfig, extractor_versions, iter_documents
 from eval.gate import GateDecision, GateRequest, run_gate
-from eval.setting_runner import SettingOutput
+from eval.run.runner import SettingOutput
+from eval.run.sweep import SweepResult, run_sweep
 from eval.settings import Setting, SweepConfig
-from eval.sweep import SweepResult, run_sweep
 from flows.artifacts import gate_state, publish_gate, publish_leaderboard
 from flows.config import load_config
 from flows.progress import report

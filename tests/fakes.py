@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from corpus.embed import EMBEDDERS, Embedder
 from eval.compress import COMPRESSORS, CachedAgnosticCompressor, CompressionResult, Compressor, CompressorDeps
 from eval.compress.cache import CompressionCache
-from eval.generate import GENERATORS, Generation, Generator, GeneratorDeps, Probe, Schemas, WarmReport
+from eval.engine.generator import GENERATORS, Generation, Generator, GeneratorDeps, Probe, Schemas, WarmReport
 
 
 def count_words(text: str) -> int:

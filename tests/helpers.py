@@ -8,7 +8,7 @@ from pathlib import Path
 from corpus.errors import InputFileError
 from corpus.models import Document
 from corpus.sources import SkipLog, SourceConfig, iter_documents
-from eval.components import Components
+from eval.run.wiring import Components
 from eval.settings import SweepConfig
 
 

@@ -14,7 +14,7 @@ from corpus.embed import Embedder
 from corpus.errors import CribsheetError
 from corpus.registry import NoConfig, Registry
 from eval.compress.cache import Cached, CompressionCache, MemoryCache, cache_key
-from eval.generate import TokenScorer
+from eval.engine.generator import TokenScorer
 
 
 class CompressionResult(BaseModel):

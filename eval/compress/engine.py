@@ -11,7 +11,7 @@ from corpus.errors import CribsheetError
 from eval.compress.base import COMPRESSORS, CachedAgnosticCompressor, Compressor, CompressorDeps, TokenCounter
 from eval.compress.cache import CompressionCache
 from eval.compress.identity import code_version, compressor_identity
-from eval.generate import TokenScorer
+from eval.engine.generator import TokenScorer
 
 
 class EngineLinguaConfig(BaseModel):

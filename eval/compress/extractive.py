@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from corpus.chunk import sentence_spans
 from corpus.embed import Embedder, VectorCache
 from corpus.errors import CribsheetError
 from corpus.sentences import SentenceVectors
-from eval.claims import content_words
+from corpus.text import content_words, sentence_spans
 
 if TYPE_CHECKING:
     import numpy as np

@@ -8,7 +8,7 @@ results store (`run`).
 
 from eval.gate.decision import EXIT_CODES, FAIL, PASS, UNDECIDED, GateDecision, Labels, decide
 from eval.gate.policy import GatePolicy, GateRequest, LatencyRule, MetricRule
-from eval.gate.report import DECISION_COLUMNS, decision_json, decision_rows, markdown_report
+from eval.gate.render import DECISION_COLUMNS, decision_json, decision_rows, markdown_report
 from eval.gate.run import run_gate
 from eval.gate.statistics import LatencyResult, MetricResult, bootstrap_ci, judge_latency, judge_metric
 

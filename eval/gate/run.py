@@ -8,9 +8,9 @@ from pathlib import Path
 
 from eval.gate.decision import GateDecision, Labels, decide
 from eval.gate.policy import GatePolicy, GateRequest
-from eval.gate.report import decision_json, markdown_report
-from eval.rows import GateDecisionRow
+from eval.gate.render import decision_json, markdown_report
 from eval.store import DuckDBStore, RunMeta
+from eval.store.rows import GateDecisionRow
 
 
 def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: DuckDBStore | None = None) -> GateDecision:

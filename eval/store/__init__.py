@@ -1,8 +1,8 @@
 """The DuckDB results store: schema generated from the row models, transactional writes, a read API."""
 
-from eval.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
 from eval.store.database import DuckDBStore, RunMeta, SettingRef, dumps
 from eval.store.lifecycle import Record
+from eval.store.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
 from eval.store.schema import SCHEMA_VERSION, STORAGE_COMPATIBILITY, TABLES, VIEWS, columns, schema_version
 
 __all__ = [

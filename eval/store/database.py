@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from corpus.errors import CribsheetError
-from eval.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
 from eval.store.lifecycle import Record, RunLifecycle
+from eval.store.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
 from eval.store.schema import SCHEMA_VERSION, STORAGE_COMPATIBILITY, TABLES, VIEWS, columns
 
 """One stored row as column -> value."""

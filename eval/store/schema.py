@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from eval.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
+from eval.store.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
 
 STORAGE_COMPATIBILITY = "v1.0.0"
 """DuckDB file format written for new stores: readable by every DuckDB CLI since 1.0, not only by the
@@ -75,7 +75,7 @@ FROM samples GROUP BY run_id, setting_name, setting_hash""",
     # a throughput figure only.
     "v_pareto": """
 SELECT a.* FROM v_leaderboard a
-WHERE a.e2e_cold_p50_s IS NOT NULL AND NOT EXISTS (
+WHERE a.e2e_cold_p50_s IS NOT NULL AND a.answer_token_recall IS NOT NULL AND NOT EXISTS (
     SELECT 1 FROM v_leaderboard b
     WHERE b.run_id = a.run_id AND b.setting_hash <> a.setting_hash
       AND b.answer_token_recall >= a.answer_token_recall AND b.e2e_cold_p50_s <= a.e2e_cold_p50_s

@@ -70,8 +70,8 @@ def test_argument_field_must_exist() -> None:
 def test_every_boundary_has_its_real_components_registered() -> None:
     from corpus.embed import EMBEDDERS
     from eval.compress import COMPRESSORS
-    from eval.generate import GENERATORS
-    from eval.judge import JUDGES
+    from eval.engine.generator import GENERATORS
+    from eval.faithfulness.judge import JUDGES
     from eval.rerank import RERANKERS
 
     assert {"none", "llmlingua", "longllmlingua", "engine-lingua", "extractive"} <= set(COMPRESSORS.names())

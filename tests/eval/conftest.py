@@ -9,9 +9,9 @@ import pytest
 from corpus.chunk import SentenceChunker
 from corpus.index import sync_index
 from corpus.retrieve import LanceRetriever
-from eval.components import Components
 from eval.compress import NoCompressor
 from eval.rerank import DenseReranker
+from eval.run.wiring import Components
 from eval.settings import CompressionSpec, GridConfig, SweepConfig
 from tests.fakes import ExtractingGenerator, HalvingCompressor, HashEmbedder, count_words
 from tests.helpers import SweepSetup, load_documents

@@ -12,10 +12,10 @@ import duckdb
 import numpy as np
 import pytest
 
-from eval.answer_cache import cache_hits
-from eval.citations import citation_part, parse_cited
+from eval.answer_cache.lookup import cache_hits
+from eval.run.citations import citation_part, parse_cited
+from eval.run.sweep import run_sweep
 from eval.settings import CompressionSpec, GridConfig, Setting
-from eval.sweep import run_sweep
 from tests.conftest import TINY_QUESTIONS, write_jsonl
 from tests.helpers import SweepSetup
 
@@ -58,7 +58,7 @@ def test_citation_precision_and_recall_against_the_gold_documents() -> None:
 def test_the_cited_schema_holds_citations_to_the_prompts_passages_and_bounds_the_answer() -> None:
     import jsonschema
 
-    from eval.citations import CITED_SCHEMA, cited_schema
+    from eval.run.citations import CITED_SCHEMA, cited_schema
 
     four = cited_schema(4)
     jsonschema.validate({"answer": "Asia", "citations": [1, 4]}, four)
@@ -170,7 +170,7 @@ GUARD_CASES = [
 
 @pytest.mark.parametrize(("a", "b", "same"), GUARD_CASES)
 def test_the_cache_guard_compares_the_numbers_and_names_of_two_questions(a: str, b: str, same: bool) -> None:
-    from eval.cache_guard import same_specifics
+    from eval.answer_cache.guard import same_specifics
 
     assert same_specifics(a, b) is same
 
@@ -214,7 +214,7 @@ ASK_CASES = [
 
 @pytest.mark.parametrize(("a", "b", "same"), ASK_CASES)
 def test_the_second_guard_sees_a_changed_lower_case_word_type_or_role(a: str, b: str, same: bool) -> None:
-    from eval.cache_guard import same_ask
+    from eval.answer_cache.guard import same_ask
 
     assert same_ask(a, b, _word_similarity, word_match=0.8) is same
     assert same_ask(b, a, _word_similarity, word_match=0.8) is same  # symmetric
@@ -228,7 +228,7 @@ def test_the_guard_keeps_a_close_question_about_another_entity_out_of_the_cache(
 
 
 def test_the_whole_guard_compares_words_by_their_vectors() -> None:
-    from eval.cache_guard import question_guard
+    from eval.answer_cache.guard import question_guard
 
     basis = {"tall": [1.0, 0.0], "old": [0.6, 0.8], "largest": [0.0, 1.0], "biggest": [0.0, 1.0]}
 
@@ -271,7 +271,7 @@ def test_a_prompt_too_long_for_the_engine_fails_alone_not_the_batch(setup: Sweep
 
 
 def test_an_answer_the_engine_cut_is_marked_and_its_fragment_not_checked(setup: SweepSetup) -> None:
-    from eval.generate import Generation
+    from eval.engine.generator import Generation
     from tests.fakes import ExtractingGenerator
 
     class Cutting(ExtractingGenerator):

@@ -12,9 +12,9 @@ from corpus.chunk import SentenceChunker
 from corpus.cluster import RayOptions, worker_error
 from corpus.errors import CribsheetError
 from corpus.index import sync_index
-from eval.distributed import sweep_plugins
+from eval.run.ray_driver import sweep_plugins
+from eval.run.sweep import run_sweep
 from eval.settings import GridConfig, SweepConfig
-from eval.sweep import run_sweep
 from tests.fakes import HashEmbedder
 from tests.helpers import load_documents
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval.faithfulness import ClaimChecker, split_claims
+from eval.faithfulness.checker import ClaimChecker, split_claims
 from tests.fakes import HashEmbedder
 
 CONTEXT = (
@@ -48,10 +48,10 @@ def test_claims_are_sentences_and_abstentions_claim_nothing() -> None:
 
 @pytest.mark.slow
 def test_checker_validates_on_bundled_corpus_with_real_embedder(tmp_path: Path) -> None:
+    from benchmarks.sets.faithfulness_cases import build_cases, validate
     from corpus.bundled import CORPUS_FILE, build_bundled
     from corpus.embed import SentenceTransformerEmbedder
     from corpus.sources import SkipLog, SourceConfig, iter_documents
-    from eval.faithfulness_validation import build_cases, validate
 
     build_bundled(tmp_path)
     docs = list(iter_documents(SourceConfig(path=tmp_path / CORPUS_FILE), SkipLog()))
@@ -106,7 +106,7 @@ def test_an_answer_without_assertions_has_no_score(checker: ClaimChecker) -> Non
 def test_a_short_answer_must_fill_the_questions_slot(
     answer: str, question: str, context: str, expected: object
 ) -> None:
-    from eval.slots import fills_the_slot
+    from eval.faithfulness.question import fills_the_slot
 
     context = context or "He was prime minister from 1961 to 1962 and president from 1962 to 1964."
     assert fills_the_slot(answer, question, context) is expected

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.sets.faithfulness_hard import FAITHFUL, UNFAITHFUL, build_hard_cases, read_hard_set
 from corpus.models import Document
-from eval.faithfulness import ClaimChecker
-from eval.faithfulness_hard import FAITHFUL, UNFAITHFUL, build_hard_cases, read_hard_set
+from eval.faithfulness.checker import ClaimChecker
 from tests.fakes import HashEmbedder
 
 MONACO = Document(

@@ -25,8 +25,8 @@ from eval.gate import (
     markdown_report,
     run_gate,
 )
-from eval.rows import RunRow, SampleRow, SettingRow
 from eval.store import DuckDBStore
+from eval.store.rows import RunRow, SampleRow, SettingRow
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 80

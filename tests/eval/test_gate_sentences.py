@@ -8,9 +8,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from corpus.normalize import STOP
+from corpus.text import STOP
 from eval.gate import GatePolicy, Labels, decide
-from eval.scoring import score_answer
+from eval.run.scoring import score_answer
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 ITEMS = json.loads((ROOT / "tests" / "data" / "sentence_answers.json").read_text())["items"]

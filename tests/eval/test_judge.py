@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from eval.judge import JudgeConfig, RagasFaithfulnessJudge, RagasJudgeConfig, cohen_kappa, parse_verdict
-from eval.judge_server import JudgeServerError, ServerConfig, ServerProcess, free_port
+from eval.faithfulness.judge import JudgeConfig, RagasFaithfulnessJudge, RagasJudgeConfig, parse_verdict
+from eval.faithfulness.judge_server import JudgeServerError, ServerConfig, ServerProcess, free_port
+from eval.metrics import cohen_kappa
 from tests.fake_judge import FakeJudge
 from tests.helpers import SweepSetup
 
@@ -117,7 +118,7 @@ def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path: Path) ->
 def test_sweep_stores_judge_verdicts_and_the_runs_agreement(endpoint: str, setup: SweepSetup) -> None:
     import duckdb
 
-    from eval.sweep import run_sweep
+    from eval.run.sweep import run_sweep
 
     config, components = setup
     judge_config = JudgeConfig(base_url=endpoint, model="judge-7b")
@@ -143,9 +144,9 @@ def test_sweep_stores_judge_verdicts_and_the_runs_agreement(endpoint: str, setup
 def test_real_vllm_judge_server_serves_the_bundled_model_and_shuts_down(tmp_path: Path) -> None:
     """On this CPU the bundled 135M model only proves the plumbing: a real `vllm` server process answers real
     requests (its replies are read, whatever they say) and is gone afterwards."""
-    from eval.components import bundled_model
-    from eval.judge import JudgeDeps, ServedJudge, ServedJudgeConfig
-    from eval.scoring import ragas_columns
+    from eval.faithfulness.judge import JudgeDeps, ServedJudge, ServedJudgeConfig
+    from eval.run.scoring import ragas_columns
+    from eval.run.wiring import bundled_model
 
     deps = JudgeDeps(log_dir=tmp_path, default_model=bundled_model())
     judge = ServedJudge(ServedJudgeConfig(max_tokens=64), deps)
@@ -171,7 +172,7 @@ def test_real_vllm_judge_server_serves_the_bundled_model_and_shuts_down(tmp_path
 
 @pytest.mark.slow
 def test_real_vllm_judge_server_with_a_missing_model_fails_in_one_line(tmp_path: Path) -> None:
-    from eval.judge import JudgeDeps, ServedJudge, ServedJudgeConfig
+    from eval.faithfulness.judge import JudgeDeps, ServedJudge, ServedJudgeConfig
 
     with pytest.raises(JudgeServerError) as info:
         ServedJudge(ServedJudgeConfig(model=str(tmp_path / "no-such-model")), JudgeDeps(log_dir=tmp_path))

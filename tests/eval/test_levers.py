@@ -14,10 +14,10 @@ from corpus.embed import bundled_minilm_path
 from corpus.models import Hit
 from eval.compress import EngineLinguaCompressor, ExtractiveCompressor
 from eval.compress.cache import Cached, LanceCompressionCache, MemoryCache, cache_key
-from eval.latency import fit_prefill
 from eval.prompt import PromptLayout, arrange
 from eval.rerank import CrossEncoderReranker, QueryLikelihoodReranker, RerankerDeps, build_reranker
-from eval.sweep import run_sweep
+from eval.run.probes import fit_prefill
+from eval.run.sweep import run_sweep
 from tests.fakes import CountingEmbedder, HalvingCompressor, HashEmbedder, WordTokenizer, count_words
 from tests.helpers import SweepSetup
 
@@ -254,9 +254,9 @@ def test_compressor_dtype_resolution() -> None:
 def test_engine_dtype_auto_is_float32_on_a_cpu_without_native_bfloat16(monkeypatch: pytest.MonkeyPatch) -> None:
     """vLLM's bfloat16 on an AVX2-only CPU is emulated (4x slower here): `auto` picks float32 there."""
     import corpus.embed
-    from eval.generate import VLLMConfig
-    from eval.judge_server import ServerConfig
-    from eval.precision import cpu_engine_env, vllm_dtype
+    from eval.engine.generator import VLLMConfig
+    from eval.engine.precision import cpu_engine_env, vllm_dtype
+    from eval.faithfulness.judge_server import ServerConfig
 
     assert VLLMConfig().dtype == "auto" and ServerConfig().dtype == "auto"
     for native, expected in ((False, "float32"), (True, "bfloat16")):

@@ -62,7 +62,7 @@ def test_abstention_detection(answer: str, expected: bool) -> None:
 
 def test_every_gateable_column_is_a_stored_column() -> None:
     from eval.metrics import DIRECTIONS
-    from eval.rows import SampleRow
+    from eval.store.rows import SampleRow
 
     assert set(DIRECTIONS) <= set(SampleRow.model_fields)
 

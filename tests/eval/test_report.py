@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import xml.etree.ElementTree as ET
 
-from eval.report import frontier, pareto_svg, points, report_markdown
+from eval.release_report import frontier, pareto_svg, points, report_markdown
 
 ROWS = [
     # fast and good: frontier; slow and worse: dominated; slower but better: frontier; no latency: not placed

@@ -36,8 +36,8 @@ def _script(index: Path, questions: Path, store: Path, top_ks: str = "[1, 2, 3]"
         from eval.compress import NoCompressor
         from eval.rerank import DenseReranker
         from eval.settings import GridConfig, SweepConfig
-        from eval.components import Components
-        from eval.sweep import run_sweep
+        from eval.run.wiring import Components
+        from eval.run.sweep import run_sweep
 
         class SlowGenerator(ExtractingGenerator):
             def generate(self, prompts):
@@ -145,7 +145,7 @@ def test_kill_9_then_rerun_equals_an_uninterrupted_run(
 def test_a_dead_runs_process_is_found_and_the_run_marked_killed(
     tmp_path: Path, index_and_baseline: tuple[Path, Path, list[tuple[object, ...]]]
 ) -> None:
-    from eval.resume import mark_dead_runs
+    from eval.run.resume import mark_dead_runs
     from eval.store import DuckDBStore
 
     index, questions, _ = index_and_baseline

@@ -6,8 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from eval.metrics import METRICS
-from eval.rows import SampleRow
-from eval.sample import (
+from eval.run.draft import (
     AnswerScores,
     CachePart,
     CitationPart,
@@ -19,6 +18,7 @@ from eval.sample import (
     SampleDraft,
     SampleKey,
 )
+from eval.store.rows import SampleRow
 
 PARTS = (
     SampleKey,

@@ -18,8 +18,8 @@ import duckdb
 import pytest
 
 from corpus.errors import CribsheetError
-from eval.rows import ClaimRow, SettingRow
 from eval.store import SCHEMA_VERSION, TABLES, DuckDBStore, RunRow, SampleRow, columns
+from eval.store.rows import ClaimRow, SettingRow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -213,8 +213,8 @@ def test_killed_sweep_leaves_only_complete_settings(tmp_path: Path, tiny_corpus:
         from eval.compress import NoCompressor
         from eval.rerank import DenseReranker
         from eval.settings import GridConfig, SweepConfig
-        from eval.components import Components
-        from eval.sweep import run_sweep
+        from eval.run.wiring import Components
+        from eval.run.sweep import run_sweep
         from tests.fakes import ExtractingGenerator, count_words
 
         class SlowGenerator(ExtractingGenerator):
@@ -257,8 +257,8 @@ def test_killed_sweep_leaves_only_complete_settings(tmp_path: Path, tiny_corpus:
 
 def test_every_setting_field_is_a_column() -> None:
     """Rows take the setting's fields by name; a new Setting field without a column would be dropped silently."""
-    from eval.rows import SampleRow, SettingRow
     from eval.settings import Setting
+    from eval.store.rows import SampleRow, SettingRow
 
     assert set(Setting.model_fields) <= set(SettingRow.model_fields)
     assert set(Setting.model_fields) <= set(SampleRow.model_fields)

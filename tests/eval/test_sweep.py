@@ -6,10 +6,10 @@ import duckdb
 import pytest
 
 from corpus.models import Hit
-from eval.components import Components
-from eval.generate import GeneratorConfig
+from eval.engine.generator import GeneratorConfig
+from eval.run.sweep import run_sweep
+from eval.run.wiring import Components
 from eval.settings import GridConfig, Setting, SweepConfig
-from eval.sweep import run_sweep
 from tests.fakes import ExtractingGenerator, HalvingCompressor
 from tests.helpers import SweepSetup
 
@@ -88,7 +88,7 @@ def test_retrieval_modes_are_settings_retrieved_once_per_question_and_mode(setup
 
 def test_retrieval_scores() -> None:
     from corpus.models import Hit
-    from eval.scoring import retrieval_scores
+    from eval.run.scoring import retrieval_scores
 
     hits = [Hit(chunk_id=str(i), doc_id=d, title="", text="", score=0.0) for i, d in enumerate("abcab")]
     assert retrieval_scores(hits, ["c"], 2) == {"gold_rank": 3, "retrieval_recall": 0.0, "candidate_recall": 1.0}
@@ -99,7 +99,7 @@ def test_retrieval_scores() -> None:
 def test_a_rerun_builds_models_only_for_the_settings_it_computes(
     setup: SweepSetup, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import eval.sweep as sweep_module
+    import eval.run.sweep as sweep_module
 
     config, _ = setup
     built: list[list[str]] = []

@@ -13,8 +13,8 @@ import tests.fakes  # noqa: F401  (registers the hash embedder, the fake generat
 from corpus.errors import CribsheetError
 from corpus.index import IndexConfig
 from corpus.sources import SourceConfig
+from eval.engine.generator import GeneratorConfig
 from eval.gate import GateDecision, GateRequest
-from eval.generate import GeneratorConfig
 from eval.settings import CompressionSpec, GridConfig, SweepConfig
 from eval.store import DuckDBStore
 from flows.pipeline import gate_flow, index_flow, sweep_flow
@@ -186,7 +186,7 @@ def test_each_setting_of_a_flow_sweep_is_one_prefect_task_run(swept: tuple[Path,
 def test_a_setting_that_fails_transiently_is_retried_and_stored_once(tmp_path: Path) -> None:
     from prefect import flow
 
-    from eval.setting_runner import SettingOutput
+    from eval.run.runner import SettingOutput
     from eval.settings import Setting
     from flows.pipeline import setting_task
 

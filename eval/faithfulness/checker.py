@@ -19,23 +19,23 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel
 
-from corpus.chunk import sentence_spans
 from corpus.embed import Embedder, VectorCache
-from corpus.normalize import canonical as _canon
-from corpus.normalize import normalize
-from eval.alignment import aligned, copied, name_tokens, substituted
-from eval.claims import _MARKER, _SLOT, split_claims
-from eval.claims import content_words as _content
-from eval.rows import ClaimVerdict
-from eval.slots import (
+from corpus.text import (
     GLUED,
+    PASSAGE_MARKER,
     PRONOUN_START,
-    answers_what_is_asked,
-    fills_the_slot,
+    canonical_words,
+    content_words,
+    name_tokens,
+    normalize,
     passage_heads,
-    restated_fill,
+    sentence_spans,
     title_at,
 )
+from eval.faithfulness.align import aligned, copied, substituted
+from eval.faithfulness.claims import _SLOT, split_claims
+from eval.faithfulness.question import answers_what_is_asked, fills_the_slot, restated_fill
+from eval.store.rows import ClaimVerdict
 
 
 class FaithfulnessResult(BaseModel):
@@ -154,15 +154,17 @@ class ClaimChecker:
         spans = [context[s:e] for s, e in sentences]
         spans += [context[a[0] : b[1]] for a, b in zip(sentences, sentences[1:], strict=False)]
         apart = [False] * len(sentences) + [a != b for a, b in zip(passage, passage[1:], strict=False)]
-        span_words = [set() if cut_off else _with_pieces(_content(s)) for s, cut_off in zip(spans, apart, strict=True)]
+        span_words = [
+            set() if cut_off else _with_pieces(content_words(s)) for s, cut_off in zip(spans, apart, strict=True)
+        ]
         premise = set()
         if question:
-            known = _with_pieces(_canon(normalize(context).split()))
+            known = _with_pieces(canonical_words(context))
             # A name is a premise only where the context has another name of the question (a compressor
             # dropped this one); with none of them, retrieval missed and a name is a claim to check.
             names = set(name_tokens(question))
             missed = names and not names & known
-            premise = {t for t in _canon(normalize(question).split()) if t not in known and not (missed and t in names)}
+            premise = {t for t in canonical_words(question) if t not in known and not (missed and t in names)}
         titles = {t for _, words in heads for t in words}
         own = [title_at(heads, s) for s, _ in sentences]
         span_titles = own + [a | b for a, b in zip(own, own[1:], strict=False)]
@@ -171,7 +173,7 @@ class ClaimChecker:
         # claims are decided by their words alone, which keeps the checker cheap on long contexts.
         per_claim, meaning = [], []
         for claim in claims:
-            all_words = _content(claim)
+            all_words = content_words(claim)
             words = [w for w in all_words if w not in premise] or all_words
             lexical = [sum(w in sw for w in words) / len(words) for sw in span_words]
             # Identical texts (a sentence repeated in two passages) are one finalist: no tie to break.
@@ -191,7 +193,7 @@ class ClaimChecker:
         spans, titles = plan.spans, plan.titles
         # Words the context has but a claim's span lacks: two of them recombine the context ("the term
         # 'hiking' describes all forms of walking" where the span's word is "walking", "hiking" another's).
-        elsewhere = set(_content(context)) - set(_content(question or "")) - plan.premise
+        elsewhere = set(content_words(context)) - set(content_words(question or "")) - plan.premise
         verdicts = []
         for i, (claim, (lexical, finalists)) in enumerate(zip(plan.claims, plan.per_claim, strict=True)):
             best, sem = finalists[0], None
@@ -199,15 +201,15 @@ class ClaimChecker:
                 sims = [float(vectors[spans[j]] @ vectors[claim]) for j in finalists]
                 pick = max(range(len(finalists)), key=lambda t: (sims[t], -t))
                 best, sem = finalists[pick], sims[pick]
-            span_tokens = _with_pieces(_canon(normalize(spans[best]).split())) | plan.premise
-            claim_tokens = _canon(normalize(_MARKER.sub(" ", claim)).split())
+            span_tokens = _with_pieces(canonical_words(spans[best])) | plan.premise
+            claim_tokens = canonical_words(PASSAGE_MARKER.sub(" ", claim))
             numbers_ok = all(t in span_tokens for t in claim_tokens if any(c.isdigit() for c in t))
             names_ok = all(t in span_tokens or t in plan.span_titles[best] for t in name_tokens(claim))
             lex = lexical[best]
             close = lex >= self.lexical_alone or (lex >= self.lexical_with_meaning and (sem or 0.0) >= self.meaning)
             polarity_ok, roles_ok, attributes_ok = aligned(claim, spans[best], titles)
             roles_ok &= not substituted(claim, spans[best], plan.span_titles[best])
-            roles_ok &= sum(w not in span_tokens and w in elsewhere for w in set(_content(claim))) < _BORROWED
+            roles_ok &= sum(w not in span_tokens and w in elsewhere for w in set(content_words(claim))) < _BORROWED
             # A short claim is the answer when it stands alone or is a bare phrase ("2018" after a copy).
             short = len(plan.claims) == 1 or len(normalize(claim).split()) <= 2
             slot_ok = fills_the_slot(claim, question, context) if question and short else None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from eval.citations import cited_schema
-from eval.generate import Generator
-from eval.sample import ProbePart, SampleDraft
+from eval.engine.generator import Generator
+from eval.run.citations import cited_schema
+from eval.run.draft import ProbePart, SampleDraft
 
 
 def probe_drafts(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from eval.citations import citation_part, cited_schema
-from eval.generate import Generator
-from eval.sample import GenerationPart, SampleDraft
-from eval.scoring import score_answer
+from eval.engine.generator import Generator
+from eval.run.citations import citation_part, cited_schema
+from eval.run.draft import GenerationPart, SampleDraft
+from eval.run.scoring import score_answer
 
 
 def reset_and_warm(generator: Generator, prefix: str) -> None:

@@ -1,6 +1,6 @@
 """Question-aware checks of a claim: does a short answer (or the fill of a restated question) stand where
 the question's slot is in the context, and do the names a claim adds sit in the clause that states what is
-asked? Used by eval/faithfulness.py.
+asked? Used by eval/faithfulness/checker.py.
 """
 
 from __future__ import annotations
@@ -11,24 +11,28 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 
-from corpus.chunk import sentence_spans
-from corpus.normalize import STOP, normalize
-from corpus.normalize import canonical as _canon
-from eval.alignment import clauses, name_tokens
-from eval.claims import _SLOT
-from eval.claims import content_words as _content
-
-GLUED = re.compile(r"^(?:([^\W\d_]{3,})(\d+)|(\d+)([^\W\d_]{3,}))$")
-"""A word glued to a number by a compressor ("moscow1533", "1533moscow"); not "k2", "19th", "2point5"."""
+from corpus.text import (
+    BLANK_PREFIX,
+    GLUED,
+    PRONOUN_START,
+    canonical,
+    canonical_words,
+    content_words,
+    entities,
+    name_tokens,
+    normalize,
+    passage_heads,
+    sentence_spans,
+    title_at,
+    word_family,
+)
+from eval.faithfulness.align import clauses
+from eval.faithfulness.claims import _SLOT
 
 
 def _unglue(text: str) -> str:
     """`text` (normalised) with every glued word and number apart ("published1" -> "published 1")."""
     return " ".join(" ".join(p for p in m.groups() if p) if (m := GLUED.match(t)) else t for t in text.split())
-
-
-def _stem(word: str) -> str:
-    return word[:5] if len(word) > 5 else word
 
 
 def answers_what_is_asked(claim: str, question: str, context: str) -> bool | None:
@@ -37,14 +41,14 @@ def answers_what_is_asked(claim: str, question: str, context: str) -> bool | Non
     question asks (the clause with most of the question's words). None when the claim adds none, or no
     clause states all of the question's predicate.
     """
-    asked = set(_content(question))
+    asked = set(content_words(question))
     names = set(name_tokens(question))
     added = [t for t in name_tokens(claim) if t not in asked] + [
-        t for t in _canon(normalize(claim).split()) if any(c.isdigit() for c in t) and t not in asked
+        t for t in canonical_words(claim) if any(c.isdigit() for c in t) and t not in asked
     ]
     # The question's subject under a longer name ("Amazon.com" for "Amazon") adds its other words.
     added += [t for e in _entities(claim) if e & names for t in e - names if t not in asked]
-    predicate = {_stem(w) for w in asked - names}
+    predicate = {word_family(w) for w in asked - names}
     # The question's one subject as its answer ("Madagascar." for its capital), not a choice ("Muse or Coldplay").
     subjects = _entities(question)
     bare = len(subjects) == 1 and _entities(claim) == subjects and len(normalize(claim).split()) <= 3
@@ -102,15 +106,15 @@ def _context_clauses(context: str) -> tuple[_Clause, ...]:
     for s, e, _ in sentence_spans(context):
         parts = clauses(context[s:e])
         said = normalize(parts[0]).split() if parts else []
-        subject = set(_canon(said))
+        subject = set(canonical(said))
         title = title_at(heads, s)
         around = frozenset(set(said) | title)
         if PRONOUN_START.match(context[s:e]):
             subject |= title
         for clause in parts:
             raw = normalize(clause).split()
-            tokens = _canon(raw)
-            stems = frozenset(_stem(t) for t in tokens)
+            tokens = canonical(raw)
+            stems = frozenset(word_family(t) for t in tokens)
             out.append(_Clause(clause, tuple(raw), frozenset(tokens), stems, frozenset(subject), around))
     return tuple(out)
 
@@ -122,8 +126,8 @@ def _names_the_subject(names: set[str], predicate: set[str], raw: Sequence[str],
     """
     if names & (set(raw) | around):
         return True
-    tokens = _canon(list(raw))
-    at = [i for i, t in enumerate(tokens) if _stem(t) in predicate]
+    tokens = canonical(list(raw))
+    at = [i for i, t in enumerate(tokens) if word_family(t) in predicate]
     return any(t in names for i in at for t in tokens[max(0, i - 2) : i])
 
 
@@ -138,9 +142,9 @@ def _subject_for_another(claim: str, names: set[str], predicate: set[str], claus
     longer = any(e & names and e - names for e in entities)
     if not (longer or bare) or any(not e & names for e in entities):
         return False  # a name of its own is an answer the other checks judge
-    tokens = _canon(normalize(clause).split())
-    others = set(name_tokens(clause)) - names - set(_canon(normalize(claim).split()))
-    at = [i for i, t in enumerate(tokens) if _stem(t) in predicate]
+    tokens = canonical_words(clause)
+    others = set(name_tokens(clause)) - names - set(canonical_words(claim))
+    at = [i for i, t in enumerate(tokens) if word_family(t) in predicate]
     if not at:
         return False
     window = tokens[at[0] + 1 : at[0] + 7]
@@ -148,29 +152,9 @@ def _subject_for_another(claim: str, names: set[str], predicate: set[str], claus
     return any(t in others for t in window)
 
 
-_ENTITY = re.compile(r"[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)*")
-TITLE = re.compile(r"^\[\d+\] ([^:\n]+):", re.M)
-"""A passage's number and title at the start of its line ("[2] Shanghai:")."""
-
-
-def passage_heads(context: str) -> list[tuple[int, set[str]]]:
-    """Where each passage starts, with the canonical words of its title."""
-    return [(m.start(), set(_canon(normalize(m.group(1)).split()))) for m in TITLE.finditer(context)]
-
-
-def title_at(heads: list[tuple[int, set[str]]], at: int) -> set[str]:
-    """The title words of the passage that position `at` of the context sits in (none before the first)."""
-    return next((words for start, words in reversed(heads) if start <= at), set())
-
-
-PRONOUN_START = re.compile(r"\s*(?:it|its|he|his|she|her|they|their|this|these)\b", re.I)
-"""A sentence about its passage's subject ("It is China's most populous city")."""
-
-
 def _entities(text: str) -> list[set[str]]:
     """The words of each capitalised name of `text` ("Amazon.com": {"amazon", "com"})."""
-    found = [set(_canon(normalize(e).split())) - STOP - {"s"} for e in _ENTITY.findall(text)]
-    return [e for e in found if e]
+    return [set(e) for e in entities(text)]
 
 
 _PREPOSITIONS = {"in", "on", "from", "since", "until", "by", "around", "to", "at", "about"}
@@ -214,7 +198,7 @@ def fills_the_slot(answer: str, question: str, context: str) -> bool | None:
 
 def _slot(question: str) -> tuple[str, re.Match[str] | None]:
     """The question without its "Fill in the blank:" prefix, and its slot."""
-    question = re.sub(r"^\s*fill in the blank\s*:\s*", "", question, flags=re.I)
+    question = BLANK_PREFIX.sub("", question)
     return question, _SLOT.search(question)
 
 

@@ -18,7 +18,7 @@ from types import TracebackType
 from pydantic import BaseModel, ConfigDict
 
 from corpus.errors import CribsheetError
-from eval.precision import cpu_engine_env, vllm_dtype
+from eval.engine.precision import cpu_engine_env, vllm_dtype
 
 
 class JudgeServerError(CribsheetError):
@@ -31,7 +31,7 @@ class ServerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     dtype: str = "auto"
-    """Judge precision; auto: bfloat16 on a CPU only where it is native, else float32 (`eval/precision.py`)."""
+    """Judge precision; auto: bfloat16 on a CPU only where it is native, else float32 (`eval/engine/precision.py`)."""
     max_model_len: int = 4096
     gpu_memory_utilization: float = 0.3
     """Share of the GPU for the judge (the sweep's own engine holds 0.5 of it by default)."""

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from corpus.embed import EMBEDDERS, Embedder
 from corpus.retrieve import LanceRetriever, Retriever
 from eval.compress import COMPRESSORS, Compressor, CompressorDeps
-from eval.generate import GENERATORS, Generator, GeneratorConfig, GeneratorDeps, TokenScorer
-from eval.judge import JUDGES, Judge, JudgeDeps
+from eval.engine.generator import GENERATORS, Generator, GeneratorConfig, GeneratorDeps, TokenScorer
+from eval.faithfulness.judge import JUDGES, Judge, JudgeDeps
 from eval.rerank import RERANKERS, Reranker, RerankerDeps
 from eval.settings import Setting, SweepConfig
 
@@ -42,7 +42,7 @@ class Components:
 
 def bundled_model() -> str:
     """Folder of the bundled SmolLM2-135M-Instruct (converted from its GGUF on first use)."""
-    from eval.assets import smollm2_dir
+    from eval.engine.bundled_models import smollm2_dir
 
     return str(smollm2_dir())
 

@@ -14,20 +14,21 @@ from typing import TypeVar
 
 from corpus.models import Hit, Question
 from corpus.retrieve import RetrievalMode
-from eval.answer_cache import CacheHit, CacheLookups, add_lookups, cache_hits, serve_hits
-from eval.batch import generate_setting, reset_and_warm
-from eval.cache_guard import question_guard
-from eval.citations import CITED_INSTRUCTION
-from eval.components import Components
-from eval.faithfulness import ClaimChecker
-from eval.generate import WarmReport
-from eval.latency import probe_drafts
+from eval.answer_cache.guard import question_guard
+from eval.answer_cache.lookup import CacheHit, CacheLookups, cache_hits
+from eval.engine.generator import WarmReport
+from eval.faithfulness.checker import ClaimChecker
 from eval.prompt import PromptLayout, arrange, context_block
-from eval.rows import ClaimRow, SampleRow
-from eval.sample import CompressionPart, RetrievalPart, SampleDraft, SampleKey
-from eval.scoring import judge_drafts, retrieval_scores
+from eval.run.cached_answers import add_lookups, serve_hits
+from eval.run.citations import CITED_INSTRUCTION
+from eval.run.draft import CompressionPart, RetrievalPart, SampleDraft, SampleKey
+from eval.run.generation import generate_setting, reset_and_warm
+from eval.run.probes import probe_drafts
+from eval.run.scoring import judge_drafts, retrieval_scores
+from eval.run.wiring import Components
 from eval.settings import Setting, SweepConfig, setting_json
 from eval.store import dumps
+from eval.store.rows import ClaimRow, SampleRow
 
 T = TypeVar("T")
 Progress = Callable[[str, int, int], None]
@@ -154,13 +155,13 @@ class SettingRunner:
         instruction = CITED_INSTRUCTION if setting.output == "cited-json" else ""
         for i, q in enumerate(self.questions, start=1):
             if served and q.id in served:  # answered from the cache: no retrieval, compression or prompt
-                hit_key = _sample_key(self.run_id, setting, stored, q)
+                hit_key = _sample_key(self.run_id, setting, self.config.setting_hash(setting), stored, q)
                 drafts.append(SampleDraft(key=hit_key, retrieval=RetrievalPart(), gold_docs=list(q.gold_doc_ids)))
                 continue
             key = (setting.retrieval, setting.reranker, q.id)
             hits = self.ranked[key][: setting.top_k]
             draft = SampleDraft(
-                key=_sample_key(self.run_id, setting, stored, q),
+                key=_sample_key(self.run_id, setting, self.config.setting_hash(setting), stored, q),
                 retrieval=RetrievalPart(
                     retrieve_seconds=self.retrieve_s[setting.retrieval, q.id],
                     rerank_seconds=self.rerank_s[key],
@@ -204,10 +205,10 @@ class SettingRunner:
         return drafts
 
 
-def _sample_key(run_id: str, setting: Setting, stored: str, q: Question) -> SampleKey:
+def _sample_key(run_id: str, setting: Setting, setting_hash: str, stored: str, q: Question) -> SampleKey:
     return SampleKey(
         run_id=run_id,
-        setting_hash=setting.config_hash(),
+        setting_hash=setting_hash,
         setting_name=setting.name,
         setting_json=stored,
         question_id=q.id,

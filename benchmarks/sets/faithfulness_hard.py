@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from corpus.chunk import sentence_spans
+from benchmarks.sets.faithfulness_cases import LabelledCase, _h
 from corpus.models import Document
-from eval.faithfulness_validation import LabelledCase, _h
+from corpus.text import DEMONYMS as PLACES
+from corpus.text import sentence_spans
 
 FAITHFUL = ("verbatim", "merge", "reorder", "passive", "demonym", "number_format")
 UNFAITHFUL = (
@@ -33,19 +34,13 @@ UNFAITHFUL = (
     "wrong_candidate",
 )
 
-DEMONYMS = dict(
-    pair.split("=")
-    for pair in (
-        "American=the United States; British=Britain; English=England; French=France; German=Germany; "
-        "Italian=Italy; Spanish=Spain; Portuguese=Portugal; Dutch=the Netherlands; Polish=Poland; Russian=Russia; "
-        "Swedish=Sweden; Norwegian=Norway; Danish=Denmark; Greek=Greece; Turkish=Turkey; Chinese=China; "
-        "Japanese=Japan; Korean=Korea; Indian=India; Egyptian=Egypt; Mexican=Mexico; Brazilian=Brazil; "
-        "Canadian=Canada; Australian=Australia; Austrian=Austria; Swiss=Switzerland; Belgian=Belgium; "
-        "Irish=Ireland; Scottish=Scotland; Persian=Persia; Iranian=Iran; Roman=Rome; Hungarian=Hungary; Czech=the "
-        "Czech Republic; Finnish=Finland; Argentine=Argentina; Nigerian=Nigeria; Israeli=Israel; Ukrainian=Ukraine"
-    ).split("; ")
-)
-"""Demonym -> country (a faithful rewrite swaps one form for the other); the 40 the frozen set was built with."""
+_WITH_THE = ("united states", "netherlands", "czech republic")
+DEMONYMS = {
+    demonym.capitalize(): ("the " if place in _WITH_THE else "") + place.title()
+    for demonym, place in list(PLACES.items())[:40]
+}
+"""Demonym -> country (a faithful rewrite swaps one form for the other): the first 40 of the toolkit's table,
+the ones the frozen set was built with."""
 
 _PAIRS = (
     "largest smallest highest lowest longest shortest oldest youngest first last northern southern eastern western "
@@ -278,7 +273,7 @@ def write_hard_set(docs: Sequence[Document], path: Path, n_docs: int = 400, more
     cases = build_hard_cases(docs, n_docs, more_passive)
     contexts = {c.doc_id: c.context for c in cases}
     payload = {
-        "method": "eval/faithfulness_hard.py over the bundled corpus (docs/faithfulness.md)",
+        "method": "benchmarks/sets/faithfulness_hard.py over the bundled corpus (docs/faithfulness.md)",
         "contexts": contexts,
         "cases": [c.model_dump(exclude={"context"}) for c in cases],
     }

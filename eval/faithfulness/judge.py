@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.registry import Registry
-from eval.judge_server import ServerConfig, ServerProcess, free_port, server_command
+from eval.faithfulness.judge_server import ServerConfig, ServerProcess, free_port, server_command
 
 
 class Judge(Protocol):
@@ -195,18 +195,6 @@ class ServedJudge(RagasFaithfulnessJudge):
         """Stop the server process (its whole process group)."""
         super().close()
         self.server.stop()
-
-
-def cohen_kappa(pairs: Sequence[tuple[bool, bool]]) -> float | None:
-    """Cohen's kappa of two raters' yes/no verdicts; None when undefined (no pairs, or chance agreement 1)."""
-    if not pairs:
-        return None
-    n = len(pairs)
-    observed = sum(a == b for a, b in pairs) / n
-    p_a = sum(a for a, _ in pairs) / n
-    p_b = sum(b for _, b in pairs) / n
-    chance = p_a * p_b + (1 - p_a) * (1 - p_b)
-    return None if chance >= 1.0 else (observed - chance) / (1 - chance)
 
 
 @JUDGES.register("ragas-faithfulness", RagasJudgeConfig)

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from corpus.models import Question
-from eval.rows import QuestionRow, RunRow, SettingRow
 from eval.settings import Setting, SweepConfig, setting_json
 from eval.store import dumps
+from eval.store.rows import QuestionRow, RunRow, SettingRow
 
 TRACKED_PACKAGES = (
     "cribsheet",
@@ -196,7 +196,7 @@ def setting_rows(run_id: str, config: SweepConfig, settings: Sequence[Setting]) 
     return [
         SettingRow(
             run_id=run_id,
-            setting_hash=s.config_hash(),
+            setting_hash=config.setting_hash(s),
             setting_name=s.name,
             setting_json=setting_json(s, config.component_specs(s)),
             **s.model_dump(),

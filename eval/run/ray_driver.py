@@ -12,10 +12,10 @@ from corpus.cluster import RayOptions, import_plugins, plugin_modules, ray_clust
 from corpus.embed import EMBEDDERS
 from corpus.models import Question
 from eval.compress import COMPRESSORS
-from eval.generate import GENERATORS, WarmReport
-from eval.judge import JUDGES
+from eval.engine.generator import GENERATORS, WarmReport
+from eval.faithfulness.judge import JUDGES
 from eval.rerank import RERANKERS
-from eval.setting_runner import SettingOutput, SettingRunner
+from eval.run.runner import SettingOutput, SettingRunner
 from eval.settings import Setting, SweepConfig
 
 
@@ -32,7 +32,7 @@ class SettingWorker:
         plugins: list[str],
     ) -> None:
         from corpus.runtime import quiet_offline_env
-        from eval.components import build_components
+        from eval.run.wiring import build_components
 
         quiet_offline_env()
         import_plugins(plugins)

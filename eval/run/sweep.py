@@ -14,13 +14,13 @@ from corpus.cluster import RayOptions
 from corpus.errors import InputFileError
 from corpus.load import read_jsonl
 from corpus.models import Question
-from eval.components import Components, build_components, index_identity
-from eval.generate import WarmReport
-from eval.judge import cohen_kappa
-from eval.latency import fit_prefill
-from eval.provenance import new_run_id, question_rows, run_row, setting_rows
-from eval.resume import claim_run, reuse_settings
-from eval.setting_runner import Progress, SettingOutput, SettingRunner
+from eval.engine.generator import WarmReport
+from eval.metrics import cohen_kappa
+from eval.run.probes import fit_prefill
+from eval.run.provenance import new_run_id, question_rows, run_row, setting_rows
+from eval.run.resume import claim_run, reuse_settings
+from eval.run.runner import Progress, SettingOutput, SettingRunner
+from eval.run.wiring import Components, build_components, index_identity
 from eval.settings import Setting, SweepConfig
 from eval.store import DuckDBStore, dumps
 
@@ -152,11 +152,13 @@ class _Sweep:
 
     def run(self, settings: list[Setting]) -> SweepResult:
         """Every setting, one transaction each; then the run's summary."""
-        todo = [s for s in settings if s.config_hash() not in self.done]  # a resumed run keeps the rest
+        todo = [s for s in settings if self.config.setting_hash(s) not in self.done]  # a resumed run keeps the rest
         reused = 0
         if self.reuse_key:
             t0 = time.perf_counter()
-            todo, reused = reuse_settings(self.store, self.reuse_key, self.run_id, todo, self.tick)
+            todo, reused = reuse_settings(
+                self.store, self.reuse_key, self.run_id, todo, self.config.setting_hash, self.tick
+            )
             self.stages["reuse"] = self.stages.get("reuse", 0.0) + time.perf_counter() - t0
         # The grid's largest top-k sets the candidate count, for computed and kept settings alike.
         n_candidates = max(self.config.retrieve_n, *(s.top_k for s in settings))
@@ -176,7 +178,7 @@ class _Sweep:
                 self.tick(f"{out.setting.name}: failed samples", failed, failed)
 
         if todo and self.ray is not None:
-            from eval.distributed import run_on_ray
+            from eval.run.ray_driver import run_on_ray
 
             pinned = self._pinned()
             warm, precision = run_on_ray(self.ray, pinned, self.run_id, self.questions, n_candidates, todo, write)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from corpus.errors import CribsheetError
 from corpus.registry import Registry
-from eval.precision import cpu_engine_env, vllm_dtype
+from eval.engine.precision import cpu_engine_env, vllm_dtype
 
 
 class VLLMConfig(BaseModel):
@@ -22,7 +22,7 @@ class VLLMConfig(BaseModel):
     model: str | None = None
     """Hugging Face folder or hub id; None = the bundled SmolLM2-135M-Instruct (converted once)."""
     dtype: str = "auto"
-    """Engine precision; auto: bfloat16 on a CPU only where it is native, else float32 (`eval/precision.py`)."""
+    """Engine precision; auto: bfloat16 on a CPU only where it is native, else float32 (`eval/engine/precision.py`)."""
     max_model_len: int = Field(default=4096, ge=64)
     """Engine knob: longest prompt + answer in tokens (the KV cache is sized for it)."""
     block_size: int | None = 32

@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from corpus.errors import CribsheetError
-from eval.rows import QuestionRow, RunRow, SettingRow
 from eval.settings import Setting
 from eval.store import DuckDBStore
+from eval.store.rows import QuestionRow, RunRow, SettingRow
 
 
 @dataclass
@@ -84,7 +84,12 @@ def claim_run(
 
 
 def reuse_settings(
-    store: DuckDBStore, reuse_key: str, run_id: str, settings: Sequence[Setting], tick: Callable[[str, int, int], None]
+    store: DuckDBStore,
+    reuse_key: str,
+    run_id: str,
+    settings: Sequence[Setting],
+    setting_hash: Callable[[Setting], str],
+    tick: Callable[[str, int, int], None],
 ) -> tuple[list[Setting], int]:
     """Copy into `run_id` the rows of every setting that an earlier run with the same reuse key computed
     (same config apart from the grid, questions, index, code, packages, hardware); returns the settings left
@@ -92,11 +97,11 @@ def reuse_settings(
     """
     left, reused = [], 0
     for setting in settings:
-        source = store.reusable_source(reuse_key, setting.config_hash(), run_id)
+        source = store.reusable_source(reuse_key, setting_hash(setting), run_id)
         if source is None:
             left.append(setting)
             continue
-        n = store.copy_setting(source, run_id, setting.config_hash())
+        n = store.copy_setting(source, run_id, setting_hash(setting))
         tick(f"reused {setting.name} from run {source}", n, n)
         reused += 1
     return left, reused

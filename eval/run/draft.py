@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from eval.rows import SampleRow
+from eval.store.rows import SampleRow
 
 
 class Part(BaseModel):

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 
-from corpus.chunk import sentence_spans
-from corpus.normalize import STOP, normalize
-from corpus.normalize import canonical as _canon
+from corpus.text import PASSAGE_HEADING, PASSAGE_MARKER, canonical, content_words, normalize, sentence_spans
 from eval.metrics import abstained
 
 _SLOT = re.compile(
@@ -15,12 +13,6 @@ _SLOT = re.compile(
 """A slot inside a question: "... from which year to 1962?", "how many km", "Fill in the blank: ... ___ ..."."""
 
 
-def content_words(text: str) -> list[str]:
-    """Normalised words without function words, demonyms as their place."""
-    return _canon([w for w in normalize(text).split() if w not in STOP])
-
-
-_MARKER = re.compile(r"\[\d+\]")  # a passage number, not a number of the text
 _FENCE = re.compile(r"```.*?(```|$)", re.S)
 _LIST_MARK = re.compile(r"^\s*(?:\(?\d{1,3}[.)]|[-*•]|[a-z][.)])(?=\s|$)\s*")
 _LONG = 12
@@ -38,7 +30,8 @@ _LEAD_IN = re.compile(
     r"(?:the )?passages? (?:you provided |provided )?(?:also )?(?:(?:provides?|gives?|contains?|includes?)"
     r"(?: (?:some |a brief |brief |detailed )?(?:information|overview|details|description))(?: (?:about|of|on))?|"
     r"(?:mentions?|discusses?|describes?)(?: (?:some |a brief |brief |detailed )?(?:information|overview|details|"
-    r"description)(?: (?:about|of|on))?)?)|passage|\[\d+\][^:]{0,80}:|\[\d+\])(?=\W|$)"
+    r"description)(?: (?:about|of|on))?)?)|passage|"
+    rf"{PASSAGE_HEADING.pattern})(?=\W|$)"
     r"\s*[:,-]?\s*",
     re.I,
 )
@@ -118,6 +111,6 @@ def _drop_cut_word(claim: str, context: str | None) -> str:
     word = (normalize(last).split() or [""])[-1]  # "Cambodian–Viet": its last piece
     if context is None or not word:
         return head
-    words = set(normalize(_MARKER.sub(" ", context)).split())
-    whole = word in words or _canon([word])[0] in set(_canon(list(words)))  # "Japan" where it says "Japanese"
+    words = set(normalize(PASSAGE_MARKER.sub(" ", context)).split())
+    whole = word in words or canonical([word])[0] in set(canonical(list(words)))  # "Japan" where it says "Japanese"
     return head if not whole and any(w.startswith(word) for w in words) else claim

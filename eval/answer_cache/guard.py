@@ -15,11 +15,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from corpus.normalize import STOP
+from corpus.text import BLANK_PREFIX, NEGATIONS, STOP, stem
 
 _LETTERS = r"[^\W\d_]"
 _SPECIFIC = re.compile(rf"\d[\d,.]*\d\w*|\d\w*|\b{_LETTERS}[\w'’-]*")
-_PREFIX = re.compile(r"^\s*fill in the blank:\s*", re.IGNORECASE)
 _POSSESSIVE = re.compile(r"['’]s?$")
 
 _FUNCTION_WORDS = frozenset(
@@ -44,7 +43,6 @@ _DIMENSION = {
     "heavy": "weight", "fast": "speed", "far": "distance", "big": "size", "large": "size", "hot": "temperature",
 }  # fmt: skip
 """"How tall" asks for the height: the adjective after "how" stands for its noun."""
-_NEGATION = frozenset("not no never nor none neither".split())
 _KEEP = frozenset("before after during into over about than from since until under above below against".split())
 """Function words that change what is asked ("before" vs "after"): content words here."""
 _FRAME = frozenset(
@@ -53,14 +51,13 @@ _FRAME = frozenset(
 )
 """Words that frame a question without changing what it asks ("Can you tell me ...", light verbs: "When
 did X happen?", "When did X come to an end?")."""
-_SUFFIX = re.compile(r"(?:'s|ing|est|ed|es|er|s)$")
 WORD_MATCH = 0.8
 """Cosine between two words' embeddings at which one may stand for the other ("largest" / "biggest"):
 chosen on hand-written tuning pairs (benchmarks/answer_cache.py)."""
 
 
 def _text(question: str) -> str:
-    return _PREFIX.sub("", question.strip()).replace("n't", " not").replace("n’t", " not")
+    return BLANK_PREFIX.sub("", question.strip()).replace("n't", " not").replace("n’t", " not")
 
 
 def _specific(token: str) -> str | None:
@@ -90,16 +87,6 @@ def same_specifics(a: str, b: str) -> bool:
     return all(n.lower() in words_b for n in names_a - names_b) and all(n.lower() in words_a for n in names_b - names_a)
 
 
-def _stem(word: str) -> str:
-    """The word without an inflection ("completed" = "complete", "largest" = "large"); other words that
-    share a prefix stay apart ("fourth" / "fourteenth", "father" / "fathom").
-    """
-    stem = word
-    for _ in range(2):  # "players" -> "player" -> "play"
-        stem = _SUFFIX.sub("", stem) if len(stem) > 4 else stem
-    return stem.rstrip("e") or stem
-
-
 def asked(question: str) -> tuple[frozenset[str], dict[str, str]]:
     """What a question asks for, in lower-case words: the answer types its wh-phrase names ("where", "in
     which city"; a cloze's blank: "person" after "written by", else "*", any), and its content words (stem -> word),
@@ -117,8 +104,8 @@ def asked(question: str) -> tuple[frozenset[str], dict[str, str]]:
     if "___" in text:
         types.add("person" if re.search(r"\w(?:ed|en|wn)\s+by\s+___\W*$", text) else "*")  # "written by ___"
     lowered = [_DIMENSION.get(w, w) if i and lowered[i - 1] == "how" else w for i, w in enumerate(lowered)]
-    content = {_stem(w): w for w in lowered if (w not in STOP or w in _KEEP) and w not in _FRAME and w not in _WH}
-    if any(w in _NEGATION for w in lowered):
+    content = {stem(w): w for w in lowered if (w not in STOP or w in _KEEP) and w not in _FRAME and w not in _WH}
+    if any(w in NEGATIONS for w in lowered):
         content["not"] = "not"
     return frozenset(types), content
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from eval.sample import CitationPart
+from eval.run.draft import CitationPart
 
 CITED_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from corpus.models import Hit
-from eval.faithfulness import ClaimChecker
-from eval.judge import Judge
+from eval.faithfulness.checker import ClaimChecker
+from eval.faithfulness.judge import Judge
 from eval.metrics import METRICS, abstained
-from eval.rows import ClaimRow
-from eval.sample import AnswerScores, JudgmentPart, SampleDraft
+from eval.run.draft import AnswerScores, JudgmentPart, SampleDraft
+from eval.store.rows import ClaimRow
 
 
 def score_answer(answer: str, context: str, gold_answers: str | Sequence[str]) -> AnswerScores:

@@ -1,5 +1,5 @@
 """How a claim lines up with the span that supports it, clause by clause: polarity, which name or number
-fills which role, and the attribute words it keeps (the finer checks of eval/faithfulness.py).
+fills which role, and the attribute words it keeps (the finer checks of eval/faithfulness/checker.py).
 """
 
 from __future__ import annotations
@@ -8,14 +8,21 @@ import difflib
 import os
 import re
 
-from corpus.chunk import sentence_spans
-from corpus.normalize import STOP, normalize
-from corpus.normalize import canonical as _canon
-from eval.claims import _MARKER
-from eval.claims import content_words as _content
+from corpus.text import (
+    LEADING_TITLE,
+    PASSAGE_HEADING,
+    PASSAGE_MARKER,
+    PRONOUN,
+    STOP,
+    canonical_words,
+    content_words,
+    entities,
+    name_tokens,
+    negated,
+    sentence_spans,
+    stem,
+)
 
-_NAME = re.compile(r"\b[A-Z][a-zA-Z\u00C0-\u024F'-]+")
-_NEGATION = re.compile(r"\b(not|never|no|neither|nor|cannot|without|none)\b|n't\b")
 # Clause breaks inside a sentence: punctuation (not a digit group's comma: "534,842") or a contrast word.
 _CLAUSE = re.compile(
     r"(?<!\d),|,(?!\d)|[;:()]|\b(?:although|though|while|whereas|but)\b|\band(?= (?:is|was|are|were|has|had)\b)", re.I
@@ -28,46 +35,38 @@ _ATTRIBUTE = re.compile(
 )
 
 
-_HEADING = re.compile(r"\[\d+\](?:[^:\n\[]{0,80}:)?")
-"""A passage's number and title ("[1] Brasília:")."""
 _NOT_ATTRIBUTE = {
     "forest", "interest", "contest", "protest", "request", "honest", "modest", "harvest", "digest", "arrest",
     "invest", "suggest", "manifest", "conquest", "inquest", "behest", "priest", "chest", "guest", "quest",
 }  # fmt: skip
 """Words ending in "est" that are no superlatives."""
-_PRONOUN = re.compile(r"\b(?:it|its|he|his|she|her|they|their)\b", re.I)
-
-
-def name_tokens(text: str) -> list[str]:
-    """The canonical words of the capitalised names in `text` (a possessive's "s" is not one)."""
-    return [t for n in _NAME.findall(text) for t in _canon(normalize(n).split()) if t not in STOP and t != "s"]
 
 
 def aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
     """(polarity, roles, attributes) of each claim clause against the span clause that says most of it."""
     span_sentences = _sentences(span)
     span_clauses = _split(span_sentences) or [span]
-    sentences = [set(_canon(normalize(_MARKER.sub(" ", s)).split())) for s in span_sentences]
-    claim_words = set(_content(claim))
+    sentences = [set(canonical_words(PASSAGE_MARKER.sub(" ", s))) for s in span_sentences]
+    claim_words = set(content_words(claim))
     polarity_ok = roles_ok = attributes_ok = True
     for cc in clauses(claim):
-        words = set(_content(cc))
+        words = set(content_words(cc))
         cc_names = name_tokens(cc)  # "Everest" or "Budapest" is no superlative
-        overlap = [len(words & set(_content(c))) for c in span_clauses]
+        overlap = [len(words & set(content_words(c))) for c in span_clauses]
         tied = [c for c, n in zip(span_clauses, overlap, strict=True) if n == max(overlap)]
         sc = tied[0]
-        sc_tokens = set(_canon(normalize(sc).split()))
+        sc_tokens = set(canonical_words(sc))
         # Any of the clauses that say most of it may be the one it restates ("He was not president in 1950").
-        polarity_ok &= any(_polarity(cc) == _polarity(c) for c in tied)
+        polarity_ok &= any(negated(cc) == negated(c) for c in tied)
         attributes = [w for w in words if _ATTRIBUTE.match(w) and w not in _NOT_ATTRIBUTE and w not in cc_names]
-        attributes_ok &= any(all(w in set(_canon(normalize(c).split())) for w in attributes) for c in tied)
+        attributes_ok &= any(all(w in set(canonical_words(c)) for w in attributes) for c in tied)
         names = [t for t in cc_names if t not in titles]
         sc_names = [t for t in name_tokens(sc) if t not in titles]
         # A claim may name what a pronoun of the span stands for ("Arequipa is the seat of ..." for "Arequipa
         # is a city in Peru. It is the seat of ..."): the span's subject (its first name) is then not in
         # another clause's role; an object of the earlier clause is. A claim that keeps the pronoun has no
         # name to resolve it to.
-        resolved = len(_PRONOUN.findall(sc)) > len(_PRONOUN.findall(cc)) and span_clauses.index(sc) > 0
+        resolved = len(PRONOUN.findall(sc)) > len(PRONOUN.findall(cc)) and span_clauses.index(sc) > 0
         subject = set((_entities(span_clauses[0]) or [""])[0].split()) if resolved else set()
         elsewhere = {t for c in span_clauses if c is not sc for t in name_tokens(c)} - subject
         roles_ok &= _numbers_in_role(cc, words, claim_words, sentences) and _numbers_after_same_words(cc, span)
@@ -77,7 +76,7 @@ def aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
             flipped = (" by " in f" {cc.lower()} ") != (" by " in f" {sc.lower()} ")  # active <-> passive
             # Only a clause that has the claim's predicate restates it in another voice: "The Little Prince was
             # published in France" is not the passive of "... illustrated by French writer ...".
-            predicate = (words - set(cc_names)) & set(_content(sc))
+            predicate = (words - set(cc_names)) & set(content_words(sc))
             if flipped and predicate:  # whole names swap places, not their words ("Quincy Jones produced it")
                 theirs = _entities(sc)
                 # A claim's name stands for the span's name that holds all its words ("Linnaeus", "Carl Linnaeus").
@@ -93,17 +92,9 @@ def aligned(claim: str, span: str, titles: set[str]) -> tuple[bool, bool, bool]:
     return polarity_ok, roles_ok, attributes_ok
 
 
-_ENTITY = re.compile(r"[A-Z][\w'\u00C0-\u024F-]*(?:\s+(?:[A-Z]\.|[A-Z][\w'\u00C0-\u024F-]*))*")
-
-
 def _entities(text: str) -> list[str]:
-    """The names of `text` as whole entities ("wendell meredith stanley"), in order."""
-    found = []
-    for run in _ENTITY.findall(_MARKER.sub(" ", text)):
-        words = [t for t in _canon(normalize(run).split()) if t not in STOP]
-        if words:
-            found.append(" ".join(words))
-    return list(dict.fromkeys(found))
+    """The names of `text` as whole entities ("wendell meredith stanley"), in order, each once."""
+    return list(dict.fromkeys(" ".join(e) for e in entities(text)))
 
 
 def _numbers_in_role(claim_clause: str, words: set[str], claim_words: set[str], sentences: list[set[str]]) -> bool:
@@ -111,7 +102,7 @@ def _numbers_in_role(claim_clause: str, words: set[str], claim_words: set[str], 
     of it ("president since 2003" where 2003 starts another office in the next sentence). Within a sentence
     a date may stand anywhere ("In 1856, she became ..." = "She became ... in 1856").
     """
-    numbers = [t for t in _canon(normalize(_MARKER.sub(" ", claim_clause)).split()) if t[0].isdigit()]  # not "K2"
+    numbers = [t for t in canonical_words(PASSAGE_MARKER.sub(" ", claim_clause)) if t[0].isdigit()]  # not "K2"
     # Ranked by the clause's words, then by the whole claim's ("for 103 weeks" is about the claim's sentence).
     rank = [(len(words & tokens), len(claim_words & tokens)) for tokens in sentences]
     best = [tokens for tokens, r in zip(sentences, rank, strict=True) if r == max(rank)]
@@ -129,8 +120,8 @@ def _numbers_after_same_words(claim_clause: str, span: str) -> bool:
     ("assassination in 1970" where the span says "assassination in 1981"). The span may hold more before it
     ("from 15 October 1970" for "from 1970").
     """
-    claim = _canon(normalize(_MARKER.sub(" ", claim_clause)).split())
-    text = _canon(normalize(_MARKER.sub(" ", span)).split())
+    claim = canonical_words(PASSAGE_MARKER.sub(" ", claim_clause))
+    text = canonical_words(PASSAGE_MARKER.sub(" ", span))
     listed = {t for j, t in enumerate(text) if j and text[j - 1] in ("and", "or")}  # "5,000 in 1900 and 12,000"
     for i, n in enumerate(claim):
         if i < 2 or not n[0].isdigit() or n in listed:
@@ -146,19 +137,16 @@ def copied(claim: str, span: str) -> bool:
     "Amazon (company):")?
     """
     theirs = f" {' '.join(_words(span))} "
-    for text in (claim, _TITLED.sub("", claim)):
+    for text in (claim, LEADING_TITLE.sub("", claim)):
         ours = _words(text)
         if len(ours) >= 4 and f" {' '.join(ours)} " in theirs:
             return True
     return False
 
 
-_TITLED = re.compile(r"^[^:\n]{1,80}:\s*")
-
-
 def _words(text: str) -> list[str]:
     """The canonical words of `text` without passage numbers and titles (a title is not the passage's text)."""
-    return _canon(normalize(_HEADING.sub(" ", text)).split())
+    return canonical_words(PASSAGE_HEADING.sub(" ", text))
 
 
 def substituted(claim: str, span: str, title: set[str] | frozenset[str] = frozenset()) -> bool:
@@ -166,7 +154,7 @@ def substituted(claim: str, span: str, title: set[str] | frozenset[str] = frozen
     form ("is a tragicomedy written by" for "is a tragedy written by", "with her sister Isis, searched" for
     "with her sister Nephthys, searched")? Only between runs of two or more words copied on both sides.
     """
-    ours = _canon(normalize(_MARKER.sub(" ", claim)).split())
+    ours = canonical_words(PASSAGE_MARKER.sub(" ", claim))
     theirs = _words(span)
     names = set(name_tokens(span))
     ops = difflib.SequenceMatcher(None, theirs, ours, autojunk=False).get_opcodes()
@@ -198,25 +186,9 @@ def _near(a: str, b: str) -> bool:
     with an ending once both lose their inflection ("tragedy" / "tragicomedy", "Atropates" / "Atropatene";
     not "plays" / "played", "organised" / "organized").
     """
-    a, b = _root(a), _root(b)
+    a, b = stem(a), stem(b)
     n = len(os.path.commonprefix([a, b]))
     return n >= 4 and not (a.startswith(b) or b.startswith(a))
-
-
-_ENDING = re.compile(r"(?:ies|ied|es|ed|ing|er|s)$")
-
-
-def _root(word: str) -> str:
-    """`word` without an inflection or a British/American spelling ("played", "plays" -> "play";
-    "organised" -> "organiz"; "kilometres" -> "kilometer"; "studies", "studied" -> "stud").
-    """
-    word = re.sub(r"is(e|ed|es|ing|ation)$", r"iz\1", word)
-    word = re.sub(r"tre(s?)$", r"ter\1", word)
-    return _ENDING.sub("", word) if len(word) > 5 else word
-
-
-def _polarity(text: str) -> bool:
-    return bool(_NEGATION.search(text.lower().replace("’", "'")))
 
 
 def clauses(text: str) -> list[str]:
@@ -232,4 +204,4 @@ def _sentences(text: str) -> list[str]:
 
 def _split(sentences: list[str]) -> list[str]:
     """The clauses of these sentences that hold a content word."""
-    return [c for sentence in sentences for c in _CLAUSE.split(sentence) if c and _content(c)]
+    return [c for sentence in sentences for c in _CLAUSE.split(sentence) if c and content_words(c)]

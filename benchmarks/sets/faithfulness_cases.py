@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from corpus.chunk import sentence_spans
 from corpus.models import Document
-from eval.faithfulness import ClaimChecker
+from corpus.text import sentence_spans
+from eval.faithfulness.checker import ClaimChecker
 
 _NAME = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][a-z]{3,}\b")
 _NUMBER = re.compile(r"\b\d{2,4}\b")

@@ -1,0 +1,1 @@
+"""Labelled sets the benchmarks build; no product code imports them."""
