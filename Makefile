@@ -8,7 +8,7 @@ VLLM_EXTRA ?= cpu
 CONSTRAINTS ?= $(if $(filter cpu,$(VLLM_EXTRA)),-c constraints-cpu.txt,)
 STAMP := $(VENV)/.installed-$(VLLM_EXTRA)
 
-.PHONY: install demo test test-fast check bench clean
+.PHONY: install demo test test-slow check bench clean
 
 install: $(STAMP)
 
@@ -25,16 +25,20 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 demo: install
 	$(BIN)/cribsheet demo
 
+# The fast tier plus one small real-stack check (tests/test_real_stack.py), on 2 workers; the engine's tests
+# stay on one worker (one vLLM engine per test run).
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadgroup
 
-test-fast: install
-	$(BIN)/python -m pytest -q -m "not slow"
+# The rest: full end-to-end, a real Prefect server and worker, a real judge server, Ray clusters.
+test-slow: install
+	$(BIN)/python -m pytest -q -m slow
 
 check: install
 	$(BIN)/ruff check corpus eval flows tests benchmarks
 	$(BIN)/ruff format --check corpus eval flows tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: install
 	@ls benchmarks/*.py >/dev/null 2>&1 && for b in benchmarks/*.py; do $(BIN)/python $$b; done || echo "no benchmarks yet"

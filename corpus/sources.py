@@ -81,6 +81,17 @@ def iter_documents(config: SourceConfig, skips: SkipLog) -> Iterator[Document]:
         raise InputFileError(path, "unsupported corpus file; expected a folder, .jsonl or .parquet")
 
 
+def check_source(config: SourceConfig) -> None:
+    """Raise the error indexing would raise on a missing corpus, or on a JSONL/Parquet file with a bad line
+    or a duplicate id, before any model loads or any flow starts (a folder's files are read while indexing).
+    """
+    path = Path(config.path)
+    if path.is_dir():
+        return
+    for _ in iter_documents(config, SkipLog()):
+        pass
+
+
 def _unique(stream: Iterator[tuple[int, Document]], path: Path, unit: str) -> Iterator[Document]:
     seen: dict[str, int] = {}
     for where, doc in stream:

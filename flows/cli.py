@@ -70,6 +70,7 @@ def index(
     """Chunk, embed and index a corpus into LanceDB; re-running embeds only new or changed documents."""
     prepare_environment()
     from corpus.index import REPORT_FILE, IndexConfig
+    from corpus.sources import check_source
     from flows.config import given, load_config
     from flows.pipeline import index_flow
 
@@ -92,6 +93,7 @@ def index(
             overrides[key] = value
     try:
         config = load_config(IndexConfig, config_file, overrides)
+        check_source(config.source)  # a bad corpus fails here, before a model loads or a flow starts
         log = log_path(config.index_path.parent, "index")
         with engine_log(log), progress():
             rep = index_flow(config, ray=ray_options(workers, ray_address, gpus_per_worker))
@@ -172,6 +174,7 @@ def sweep(
 ) -> None:
     """Run the grid of settings over a question set and store one row per question × setting."""
     prepare_environment()
+    from eval.run.preflight import check_sweep
     from eval.settings import SweepConfig
     from flows.config import given, load_config
     from flows.pipeline import sweep_flow
@@ -204,6 +207,7 @@ def sweep(
     log = None
     try:
         config = load_config(SweepConfig, config_file, overrides)  # names are checked here, before any model loads
+        check_sweep(config)  # and the questions and the index, before a flow starts
         log = log_path(config.store_path.parent, "sweep")
         with engine_log(log), progress():
             result = sweep_flow(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,3 +86,53 @@ def tiny_corpus(tmp_path: Path) -> Path:
 @pytest.fixture
 def tiny_questions(tmp_path: Path) -> Path:
     return write_jsonl(tmp_path / "questions.jsonl", TINY_QUESTIONS)
+
+
+# --- real components, built once per test run -------------------------------------------------------------
+# Each is session-scoped; the bundled dataset is shared by the xdist workers too (built under a file lock).
+
+
+@pytest.fixture(scope="session")
+def bundled_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled dataset (corpus, questions, manifest), built from the installed packages once."""
+    from filelock import FileLock
+
+    from corpus.bundled import MANIFEST_FILE, build_bundled
+
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    target = root / "bundled"
+    with FileLock(str(root / "bundled.lock")):
+        if not (target / MANIFEST_FILE).exists():  # the manifest is written last
+            build_bundled(target)
+    return target
+
+
+@pytest.fixture(scope="session")
+def minilm() -> Any:
+    """The real embedder (all-MiniLM-L6-v2 from its package)."""
+    from corpus.embed import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder()
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[Any]:
+    """One real vLLM engine (the bundled SmolLM2), small enough to sit beside the other tests."""
+    from eval.engine.generator import GeneratorConfig
+    from eval.run.wiring import build_generator
+
+    gen = build_generator(GeneratorConfig(max_model_len=2048, kv_cache_gib=1, max_tokens=16))
+    yield gen
+    gen.close()
+
+
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[Any]:
+    """One local Ray cluster of 2 CPUs for the whole run (cribsheet's `ray_cluster` reuses a connected one)."""
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

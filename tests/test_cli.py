@@ -36,6 +36,7 @@ def test_bad_corpus_one_line_error_and_no_index(tmp_path: Path, content: str | N
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], proc.stderr
     assert not list(tmp_path.glob("*idx.lancedb*"))
+    assert not list((tmp_path / "prefect").glob("*.db"))  # refused before any flow: no Prefect server started
 
 
 def _refused_sweep(tmp_path: Path, questions_jsonl: str, *flags: str) -> str:
@@ -49,6 +50,7 @@ def _refused_sweep(tmp_path: Path, questions_jsonl: str, *flags: str) -> str:
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
     assert not store.exists()
+    assert not list((tmp_path / "prefect").glob("*.db"))  # refused before any flow: no Prefect server started
     return lines[0]
 
 
@@ -101,9 +103,6 @@ def test_seconds_are_printed_for_people() -> None:
 def test_misspelled_component_fails_fast_before_any_model_loads(
     tmp_path: Path, tiny_questions: Path, flag: str, value: str, known: str
 ) -> None:
-    import time
-
-    start = time.perf_counter()
     proc = run(
         "sweep",
         "--index",
@@ -116,11 +115,9 @@ def test_misspelled_component_fails_fast_before_any_model_loads(
         value,
         tmp=tmp_path,
     )
-    elapsed = time.perf_counter() - start
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and known in lines[0], proc.stderr
-    assert elapsed < 5.0, f"took {elapsed:.1f} s"
     # Nothing was started: no store, no engine log, and no Prefect server ever ran (its database is absent).
     assert not (tmp_path / "r.duckdb").exists() and not (tmp_path / "logs").exists()
     assert not list((tmp_path / "prefect").glob("*.db"))
@@ -141,6 +138,7 @@ def test_config_file_with_flag_override_and_named_errors(tmp_path: Path, tiny_qu
     bad.write_text("grid: [1, 2\n")
     proc = run("sweep", "--config", str(bad), tmp=tmp_path)
     assert proc.returncode == 2 and f"{bad}:2: invalid YAML" in proc.stderr, proc.stderr
+    assert not list((tmp_path / "prefect").glob("*.db"))
 
 
 @pytest.mark.parametrize(

@@ -160,15 +160,24 @@ class PrunedCompressor(ExtractiveCompressor):
         return np.asarray(centroid / (np.linalg.norm(centroid) or 1.0), dtype=np.float32)
 
 
+NEEDS_SENTENCE_VECTORS = frozenset({"pruned", "pruned-agnostic"})
+"""Compressors that read the sentence vectors an index stores (`cribsheet index --sentence-vectors`)."""
+
+
+def missing_sentence_vectors(name: str) -> CribsheetError:
+    """The error for compressor `name` on an index without sentence vectors."""
+    return CribsheetError(
+        f"compressor '{name}' needs sentence vectors in the index: rebuild it with "
+        "`cribsheet index --sentence-vectors` (options.sentence_vectors: true)"
+    )
+
+
 def _stored_vectors(deps: CompressorDeps, name: str) -> SentenceVectors:
     if deps.embedder is None or deps.index_path is None:
         raise CribsheetError(f"compressor '{name}' needs an embedder and an index")
     stored = SentenceVectors(deps.index_path)
     if not stored.available:
-        raise CribsheetError(
-            f"compressor '{name}' needs sentence vectors in the index: rebuild it with "
-            "`cribsheet index --sentence-vectors` (options.sentence_vectors: true)"
-        )
+        raise missing_sentence_vectors(name)
     return stored
 
 

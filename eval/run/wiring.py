@@ -85,14 +85,21 @@ def index_identity(config: SweepConfig) -> tuple[int | None, str | None]:
     return identity(config.index_path, config.index_version)
 
 
-def build_components(config: SweepConfig, settings: Sequence[Setting], corpus_sha256: str | None = None) -> Components:
+def build_components(
+    config: SweepConfig,
+    settings: Sequence[Setting],
+    corpus_sha256: str | None = None,
+    embedder: Embedder | None = None,
+    generator: Generator | None = None,
+) -> Components:
     """Real backends by the names in `config`: the default models come from packages. `corpus_sha256`: the
-    index's document digest when the caller has computed it already (else it is computed here).
+    index's document digest when the caller has computed it already (else it is computed here); `embedder`
+    and `generator`: live ones to use instead of building them (a test session shares one engine).
     """
     # The judge first: its server comes up (or fails, with its log) before our own engine holds memory.
     judge = build_judge(config) if config.judge else None
     try:
-        return _components(config, settings, judge, corpus_sha256)
+        return _components(config, settings, judge, corpus_sha256, embedder, generator)
     except BaseException:
         if judge is not None:
             judge.close()
@@ -100,14 +107,19 @@ def build_components(config: SweepConfig, settings: Sequence[Setting], corpus_sh
 
 
 def _components(
-    config: SweepConfig, settings: Sequence[Setting], judge: Judge | None, corpus_sha256: str | None
+    config: SweepConfig,
+    settings: Sequence[Setting],
+    judge: Judge | None,
+    corpus_sha256: str | None,
+    embedder: Embedder | None,
+    generator: Generator | None,
 ) -> Components:
     """The sweep's own backends around an already started judge."""
     from eval.compress.cache import LanceCompressionCache
 
-    embedder = EMBEDDERS.build(EMBEDDERS.spec(config.embedder), None)
+    embedder = embedder or EMBEDDERS.build(EMBEDDERS.spec(config.embedder), None)
     retriever = LanceRetriever(config.index_path, embedder, version=config.index_version)
-    generator = build_generator(config.generator)
+    generator = generator or build_generator(config.generator)
     compressor_names = {s.compressor for s in settings}
     scorer, scorer_model = _scorer(config, generator, compressor_names)
     needs_lm = not config.compressor.model and compressor_names & {"llmlingua", "longllmlingua"}

@@ -203,29 +203,3 @@ def test_quiet_defaults_silence_lancedb_per_query_notes(index: Path) -> None:
     assert runs["loud"].stdout.strip() == runs["quiet"].stdout.strip() == "K2"
     assert "lance::dataset::scanner" in runs["loud"].stderr  # the control: the note exists without the defaults
     assert "WARN" not in runs["quiet"].stderr
-
-
-@pytest.mark.slow
-def test_indexing_on_two_ray_workers_writes_the_table_of_a_single_process_build(tmp_path: Path) -> None:
-    from corpus.cluster import RayOptions
-    from tests.conftest import write_jsonl
-
-    docs = load_documents(write_jsonl(tmp_path / "corpus.jsonl", TINY_DOCS))
-    local = sync(docs, tmp_path / "local.lancedb", batch_chunks=2)
-    sharded = sync_index(
-        docs,
-        SentenceChunker(),
-        HashEmbedder(),
-        tmp_path / "ray.lancedb",
-        IndexOptions(batch_chunks=2),  # several batches, so both workers get some
-        ray=RayOptions(workers=2),
-        embedder_ref="hash",
-    )
-    assert (sharded.n_documents, sharded.n_chunks) == (local.n_documents, local.n_chunks) == (len(docs), local.n_chunks)
-
-    def rows(path: Path) -> list[tuple[object, ...]]:
-        data = open_table(path).to_arrow().sort_by("chunk_id")
-        columns = ("chunk_id", "doc_id", "content", "vector")
-        return list(zip(*(data.column(c).to_pylist() for c in columns), strict=True))
-
-    assert rows(tmp_path / "ray.lancedb") == rows(tmp_path / "local.lancedb")

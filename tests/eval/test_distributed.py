@@ -4,6 +4,7 @@ process (fake components, registered by name, so each worker builds its own)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -50,7 +51,7 @@ def _rows(config: SweepConfig) -> list[tuple[object, ...]]:
 
 @pytest.mark.slow
 def test_ray_sweep_on_two_workers_writes_the_rows_of_a_single_process_sweep(
-    tmp_path: Path, tiny_corpus: Path, tiny_questions: Path
+    ray_local: Any, tmp_path: Path, tiny_corpus: Path, tiny_questions: Path
 ) -> None:
     local = _config(tmp_path, tiny_corpus, tiny_questions, "local.duckdb")
     sharded = _config(tmp_path, tiny_corpus, tiny_questions, "ray.duckdb")
@@ -81,7 +82,9 @@ def test_a_worker_failure_is_one_line_naming_the_setting_and_the_original_error(
 
 
 @pytest.mark.slow
-def test_ray_indexing_on_two_workers_writes_the_chunks_of_a_single_process_index(tmp_path: Path) -> None:
+def test_ray_indexing_on_two_workers_writes_the_chunks_of_a_single_process_index(
+    ray_local: Any, tmp_path: Path
+) -> None:
     """Documents sharded over 2 workers (small batches, so both work) give the same chunks and vectors."""
     from corpus.index import IndexOptions, open_table
     from corpus.models import Document

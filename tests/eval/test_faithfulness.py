@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -46,18 +47,15 @@ def test_claims_are_sentences_and_abstentions_claim_nothing() -> None:
     assert split_claims("The.") == []  # only stop words: nothing to check
 
 
-@pytest.mark.slow
-def test_checker_validates_on_bundled_corpus_with_real_embedder(tmp_path: Path) -> None:
+def test_checker_validates_on_bundled_corpus_with_real_embedder(bundled_dir: Path, minilm: Any) -> None:
     from benchmarks.sets.faithfulness_cases import build_cases, validate
-    from corpus.bundled import CORPUS_FILE, build_bundled
-    from corpus.embed import SentenceTransformerEmbedder
+    from corpus.bundled import CORPUS_FILE
     from corpus.sources import SkipLog, SourceConfig, iter_documents
 
-    build_bundled(tmp_path)
-    docs = list(iter_documents(SourceConfig(path=tmp_path / CORPUS_FILE), SkipLog()))
+    docs = list(iter_documents(SourceConfig(path=bundled_dir / CORPUS_FILE), SkipLog()))
     cases = build_cases(docs, 40)
     assert {c.kind for c in cases} >= {"span", "other_passage", "swapped_name", "swapped_number"}
-    report = validate(ClaimChecker(SentenceTransformerEmbedder()), cases)
+    report = validate(ClaimChecker(minilm), cases)
     assert report.accuracy >= 0.9 and report.precision >= 0.9 and report.recall >= 0.9, report
 
 

@@ -73,12 +73,10 @@ def test_a_demonym_and_its_country_say_the_same() -> None:
     assert checker.check("Henrik Ibsen was a playwright from Sweden.", context).score == 0.0
 
 
-@pytest.mark.slow
-def test_the_frozen_set_is_what_its_builder_makes(tmp_path: Path) -> None:
-    from corpus.bundled import CORPUS_FILE, build_bundled
+def test_the_frozen_set_is_what_its_builder_makes(bundled_dir: Path) -> None:
+    from corpus.bundled import CORPUS_FILE
     from corpus.sources import SkipLog, SourceConfig, iter_documents
 
-    build_bundled(tmp_path)
-    docs = list(iter_documents(SourceConfig(path=tmp_path / CORPUS_FILE), SkipLog()))
+    docs = list(iter_documents(SourceConfig(path=bundled_dir / CORPUS_FILE), SkipLog()))
     frozen = read_hard_set(Path(__file__).resolve().parent.parent.parent / "benchmarks/data/faithfulness_hard.json")
     assert [c.model_dump() for c in build_hard_cases(docs, 400, 40)] == [c.model_dump() for c in frozen]

@@ -109,10 +109,9 @@ def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path: Path) ->
     server = ServerProcess(
         command, f"http://127.0.0.1:{free_port()}/v1", tmp_path / "judge.log", ServerConfig(startup_timeout_s=1.5)
     )
-    started = time.monotonic()
-    with pytest.raises(JudgeServerError, match="did not answer"):
+    with pytest.raises(JudgeServerError, match="did not answer"):  # not "exited": it was stopped at the timeout
         server.start()
-    assert time.monotonic() - started < 30 and server.proc is None
+    assert server.proc is None
 
 
 def test_sweep_stores_judge_verdicts_and_the_runs_agreement(endpoint: str, setup: SweepSetup) -> None:
@@ -168,12 +167,3 @@ def test_real_vllm_judge_server_serves_the_bundled_model_and_shuts_down(tmp_path
     assert not _listening(port)
     log = next(tmp_path.glob("judge-server-*.log")).read_text(errors="replace")
     assert "/v1/chat/completions" in log
-
-
-@pytest.mark.slow
-def test_real_vllm_judge_server_with_a_missing_model_fails_in_one_line(tmp_path: Path) -> None:
-    from eval.faithfulness.judge import JudgeDeps, ServedJudge, ServedJudgeConfig
-
-    with pytest.raises(JudgeServerError) as info:
-        ServedJudge(ServedJudgeConfig(model=str(tmp_path / "no-such-model")), JudgeDeps(log_dir=tmp_path))
-    assert "before it came up" in str(info.value) and "\n" not in str(info.value)

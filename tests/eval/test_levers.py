@@ -164,11 +164,11 @@ def test_agnostic_compression_reused_across_settings_and_runs(tmp_path: Path, se
     first_run = {(k, q): (paid, cold) for rerun, k, q, _, paid, cold, _ in bills if not rerun}
     for rerun, k, q, calls, paid, cold, ids in bills:
         n = len(json.loads(ids))
-        # The cold cost counts every passage (~10 ms each), whichever setting or run computed it first ...
-        assert cold == pytest.approx(0.01 * n, abs=0.004 * n), (k, q, cold)
+        # The cold cost counts every passage (each sleeps 10 ms), whichever setting or run computed it first ...
+        assert cold >= 0.01 * n, (k, q, cold)
         assert cold == pytest.approx(first_run[k, q][1], rel=1e-9)
         if rerun:  # ... the paid cost is what this request spent: lookups only, once cached
-            assert calls == 0 and paid < 0.002 * n
+            assert calls == 0 and paid < cold
     # top-3 after top-1 paid only for passages 2-3 in the first run, but its cold cost is the full bill.
     assert index_cache.get(cache_key(first.identity, 2.0, first.compressed[0])) is not None
 

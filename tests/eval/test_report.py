@@ -75,3 +75,23 @@ def test_report_markdown_has_the_bill_the_frontier_and_the_decisions() -> None:
     assert "**FAIL** (exit 1): llmlingua-4x vs none-k8 on 1000 paired questions; report gate.md" in md
     assert "compressor cold s" in md and "end-to-end p50 s" in md
     assert "None yet" in report_markdown("r1", ROWS, [], None)
+
+
+def test_the_stores_pareto_view_and_the_reports_frontier_agree() -> None:
+    import duckdb
+
+    from eval.store.schema import VIEWS
+
+    rows = [*ROWS, {"setting_name": "no-quality", "e2e_cold_p50_s": 0.1, "answer_token_recall": None, "n": 110}]
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE v_leaderboard (run_id VARCHAR, setting_hash VARCHAR, setting_name VARCHAR, "
+        "e2e_cold_p50_s DOUBLE, answer_token_recall DOUBLE)"
+    )
+    for r in rows:
+        con.execute(
+            "INSERT INTO v_leaderboard VALUES ('r', ?, ?, ?, ?)",
+            [r["setting_name"], r["setting_name"], r["e2e_cold_p50_s"], r["answer_token_recall"]],
+        )
+    in_sql = {name for (name,) in con.execute(f"SELECT setting_name FROM ({VIEWS['v_pareto']})").fetchall()}
+    assert in_sql == frontier(points(rows)) == {"none-k3", "none-k8"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import pytest
 
@@ -128,3 +130,22 @@ def test_a_rerun_builds_models_only_for_the_settings_it_computes(
     assert len(stored) == 1 and digests == [*stored, *stored] and None not in digests
     assert con.execute("SELECT count(*) FROM samples WHERE run_id = ?", [third.run_id]).fetchone() == (8,)
     assert con.execute("SELECT status FROM runs WHERE run_id = ?", [third.run_id]).fetchone() == ("ok",)
+
+
+def test_preflight_names_what_the_grid_needs_before_any_model_loads(setup: SweepSetup, tmp_path: Path) -> None:
+    from corpus.errors import CribsheetError
+    from eval.run.preflight import check_sweep
+    from eval.settings import CompressionSpec, GridConfig
+
+    config, _ = setup
+    check_sweep(config)  # the fixture's inputs are fine
+    grid = GridConfig(compressions=[CompressionSpec(compressor="pruned", target_ratio=4)])
+    pruned = config.model_copy(update={"grid": grid})
+    with pytest.raises(CribsheetError, match="compressor 'pruned' needs sentence vectors in the index"):
+        check_sweep(pruned)
+    with pytest.raises(CribsheetError, match="no index here"):
+        check_sweep(config.model_copy(update={"index_path": tmp_path / "nowhere"}))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "q1", "question": "?", "answers": ["a"]}\n{"id": "q2"\n')
+    with pytest.raises(CribsheetError, match="bad.jsonl:2: invalid JSON"):
+        check_sweep(config.model_copy(update={"questions_path": bad}))
