@@ -253,11 +253,12 @@ def entities(text: str) -> list[tuple[str, ...]]:
 
 # --- the passages of a prompt's context ------------------------------------------------------------------
 
-PASSAGE_MARKER = re.compile(r"\[\d+\]")
+_NUMBER = r"\[\d+\]"
+PASSAGE_MARKER = re.compile(_NUMBER)
 """A passage number ("[2]"), not a number of the text."""
-PASSAGE_HEADING = re.compile(r"\[\d+\](?:[^:\n\[]{0,80}:)?")
+PASSAGE_HEADING = re.compile(_NUMBER + r"(?:[^:\n\[]{0,80}:)?")
 """A passage's number and title ("[1] Brasília:")."""
-PASSAGE_TITLE = re.compile(r"^\[\d+\] ([^:\n]+):", re.M)
+PASSAGE_TITLE = re.compile("^" + _NUMBER + r" ([^:\n]+):", re.M)
 """A passage's number and title at the start of its line, the title captured ("[2] Shanghai:")."""
 LEADING_TITLE = re.compile(r"^[^:\n]{1,80}:\s*")
 """A title before a text, with or without a number ("[1] Amazon:", "Amazon (company):")."""

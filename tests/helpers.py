@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,3 +23,20 @@ def load_documents(path: Path) -> list[Document]:
 
 SweepSetup = tuple[SweepConfig, Callable[..., Components]]
 """The `setup` fixture of tests/eval: a sweep config over a tiny index, and a builder of fake components."""
+
+
+def bundled_slice(bundled_dir: Path, work: Path, n_docs: int, n_answerable: int, n_unanswerable: int) -> None:
+    """Write `work/corpus.jsonl` and `work/questions.jsonl`: the first answerable and unanswerable demo
+    questions of the bundled dataset, their gold documents and other documents up to `n_docs`.
+    """
+    from corpus.bundled import CORPUS_FILE, DEMO_FILE
+
+    questions = [json.loads(line) for line in (bundled_dir / DEMO_FILE).read_text().splitlines()]
+    picked = [q for q in questions if q["answerable"]][:n_answerable]
+    picked += [q for q in questions if not q["answerable"]][:n_unanswerable]
+    gold = {d for q in picked for d in q["gold_doc_ids"]}
+    docs = [json.loads(line) for line in (bundled_dir / CORPUS_FILE).read_text().splitlines()]
+    keep = [d for d in docs if d["id"] in gold]
+    keep += [d for d in docs if d["id"] not in gold][: n_docs - len(keep)]
+    (work / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in keep))
+    (work / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in picked))

@@ -8,11 +8,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from corpus.bundled import CORPUS_FILE, DEMO_FILE
 from corpus.index import IndexConfig
 from corpus.sources import SourceConfig
 from eval.settings import SweepConfig
 from flows.pipeline import index_flow, sweep_flow
+from tests.helpers import bundled_slice
 
 pytestmark = pytest.mark.slow
 
@@ -22,16 +22,7 @@ N_DOCS, N_QUESTIONS = 200, 10
 @pytest.fixture(scope="module")
 def stored(bundled_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     work = tmp_path_factory.mktemp("e2e")
-    questions = [json.loads(line) for line in (bundled_dir / DEMO_FILE).read_text().splitlines()]
-    answerable = [q for q in questions if q["answerable"]][: N_QUESTIONS - 2]
-    unanswerable = [q for q in questions if not q["answerable"]][:2]
-    picked = answerable + unanswerable
-    gold = {d for q in picked for d in q["gold_doc_ids"]}
-    docs = [json.loads(line) for line in (bundled_dir / CORPUS_FILE).read_text().splitlines()]
-    keep = [d for d in docs if d["id"] in gold]
-    keep += [d for d in docs if d["id"] not in gold][: N_DOCS - len(keep)]
-    (work / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in keep))
-    (work / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in picked))
+    bundled_slice(bundled_dir, work, N_DOCS, N_QUESTIONS - 2, 2)
 
     index_flow(IndexConfig(source=SourceConfig(path=work / "corpus.jsonl"), index_path=work / "index.lancedb"))
     config = SweepConfig(

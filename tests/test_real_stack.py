@@ -6,7 +6,6 @@ The full end-to-end sweep, LLMLingua included, is in the slow tier (`make test-s
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -14,13 +13,13 @@ from typing import Any
 import duckdb
 import pytest
 
-from corpus.bundled import CORPUS_FILE, DEMO_FILE
 from corpus.index import IndexConfig, IndexOptions
 from corpus.models import Hit
 from corpus.sources import SourceConfig
 from eval.engine.generator import GeneratorConfig
 from eval.prompt import PromptLayout, context_block
 from eval.settings import CompressionSpec, GridConfig, SweepConfig
+from tests.helpers import bundled_slice
 
 pytestmark = pytest.mark.xdist_group("engine")
 
@@ -38,15 +37,7 @@ def swept(bundled_dir: Path, minilm: Any, engine: Any, tmp_path_factory: pytest.
     from flows.pipeline import index_flow
 
     work = tmp_path_factory.mktemp("real")
-    questions = [json.loads(line) for line in (bundled_dir / DEMO_FILE).read_text().splitlines()]
-    picked = [q for q in questions if q["answerable"]][:N_ANSWERABLE]
-    picked += [q for q in questions if not q["answerable"]][:N_UNANSWERABLE]
-    gold = {d for q in picked for d in q["gold_doc_ids"]}
-    docs = [json.loads(line) for line in (bundled_dir / CORPUS_FILE).read_text().splitlines()]
-    keep = [d for d in docs if d["id"] in gold]
-    keep += [d for d in docs if d["id"] not in gold][: N_DOCS - len(keep)]
-    (work / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in keep))
-    (work / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in picked))
+    bundled_slice(bundled_dir, work, N_DOCS, N_ANSWERABLE, N_UNANSWERABLE)
 
     index = work / "index.lancedb"
     source = SourceConfig(path=work / "corpus.jsonl")

@@ -53,7 +53,7 @@ OPPOSITES = {**dict(zip(_PAIRS[::2], _PAIRS[1::2], strict=True)), **dict(zip(_PA
 _NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z\u00C0-\u024F]{2,}(?: [A-Z][a-z\u00C0-\u024F]{2,})*")
 _NUMBER = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\w,])|(?<![\w.,])\d{2,4}(?![\w,])")
 _BE = re.compile(r"\b(is|was|are|were|has been|have been|can|will)\b")
-_NEG = re.compile(r"\b(not|never)\s|n't\b")
+_NEG = re.compile(r"\b(not|never)\s|n't\b")  # the negations a sentence stays grammatical without (corpus.text has all)
 _PASSIVE = re.compile(
     r"^(?P<x>[A-Z][^,]*?) (?:was|were) (?:\w+ly )?(?P<v>\w+(?:ed|en|wn|lt|ght)) by "
     r"(?P<y>(?:[A-Z]\.|[A-Z][\w'-]+)(?: (?:[A-Z]\.|[A-Z][\w'-]+))*)(?P<rest>(?: in \d{4})?)[.,]"

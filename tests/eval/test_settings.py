@@ -33,3 +33,21 @@ def test_config_hash_is_stable_and_sensitive() -> None:
 def test_invalid_settings_are_rejected(kwargs: dict) -> None:
     with pytest.raises(ValidationError):
         Setting(**kwargs)
+
+
+def test_pruned_knobs_come_from_the_sweep_config_and_change_the_setting_hash() -> None:
+    from eval.settings import SweepConfig
+
+    base = {"index_path": "i", "questions_path": "q", "store_path": "s"}
+    pruned = Setting(top_k=8, compressor="pruned", target_ratio=4.0)
+    default = SweepConfig.model_validate(base)
+    tuned = SweepConfig.model_validate(base | {"compressor": {"rank_prior": 0.1, "word_overlap": 1.0}})
+    assert tuned.component_specs(pruned)["compressor"].config == {
+        "max_cached": 200_000,
+        "rank_prior": 0.1,
+        "word_overlap": 1.0,
+    }
+    assert default.setting_hash(pruned) == pruned.config_hash()  # at the defaults: the hash every run had
+    assert tuned.setting_hash(pruned) != pruned.config_hash()
+    none = Setting(top_k=8)
+    assert tuned.setting_hash(none) == none.config_hash()  # knobs of another compressor change nothing
