@@ -69,7 +69,9 @@ def sync_index(
     """Bring the index at `path` in line with `docs`: embed only new or changed documents, drop deleted ones.
 
     A first build (or a changed embedder/chunker, or `rebuild`) streams every batch into one write of a
-    fresh table in a temporary sibling folder and moves it into place when complete. An incremental sync
+    new version of the table, with a new build id: the versions before it stay readable (a sweep pinned to
+    one finishes on it) until LanceDB's cleanup removes versions older than 7 days, and version numbers never
+    restart, so a table version names one build. An incremental sync
     commits each batch with one atomic merge (a document's old chunks are replaced in the same commit that
     adds its new ones), so every LanceDB version is readable and each document in it is entirely old or
     entirely new; a crash leaves the previous versions intact and the next sync picks up where it stopped.
@@ -88,19 +90,19 @@ def sync_index(
     started = time.perf_counter()
     path = Path(path)
     full = opts.rebuild or not path.exists() or _existing_spec(path) != spec
-    target = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}") if full else path
+    build_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}" if full else ""
+    created = not path.exists()
     try:
         if ray is not None and embedder_ref is None:
             raise CribsheetError("indexing on Ray needs the embedder's registered name (embedder_ref)")
         pool: BatchPool = (
             RayBatches(ray, embedder_ref or "", chunker.config, spec) if ray else LocalBatches(chunker, embedder, spec)
         )
-        report = _sync(docs, pool, target, spec, opts, full, progress)
-        if full:
-            _swap_into_place(target, path)
-    finally:
-        if full and target.exists():
-            shutil.rmtree(target, ignore_errors=True)
+        report = _sync(docs, pool, path, spec, opts, full, progress, build_id)
+    except BaseException:
+        if created and path.exists():  # a first build that failed leaves no half-written folder behind
+            shutil.rmtree(path, ignore_errors=True)
+        raise
     report = report.model_copy(
         update={"path": str(path), "seconds": time.perf_counter() - started, "skipped": list(skipped)}
     )
@@ -123,11 +125,12 @@ def _sync(
     opts: IndexOptions,
     full: bool,
     progress: Callable[[int, int], None] | None,
+    build_id: str,
 ) -> IndexReport:
     import lancedb
 
     db = lancedb.connect(str(path))
-    schema = table_schema(spec)
+    schema = table_schema(spec, build_id)
     table = None if full else db.open_table(TABLE)
     existing = {} if table is None else _doc_hashes(table)
     counts: dict[str, int] = {"added": 0, "changed": 0, "unchanged": 0, "chunks_written": 0}
@@ -260,12 +263,3 @@ def _refresh_indices(table: Any, n_chunks: int, opts: IndexOptions, compact: boo
 
 def _has_vector_index(table: Any) -> bool:
     return any("vector" in getattr(ix, "columns", []) for ix in table.list_indices())
-
-
-def _swap_into_place(tmp: Path, path: Path) -> None:
-    old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
-    if path.exists():
-        path.rename(old)
-    tmp.rename(path)
-    if old.exists():
-        shutil.rmtree(old, ignore_errors=True)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Literal, NamedTuple, Protocol, get_args
 
 from corpus.embed import Embedder
 from corpus.errors import CribsheetError
 from corpus.index import IndexSpec, open_table, read_spec
 from corpus.models import Hit
+from corpus.table import BUILD_KEY, SPEC_KEY
 
 RetrievalMode = Literal["hybrid", "vector", "fts"]
 RETRIEVAL_MODES: tuple[str, ...] = get_args(RetrievalMode)
@@ -35,14 +36,42 @@ def table_digest(table: Any) -> str:
     return h.hexdigest()
 
 
-def index_identity(path: Path, version: int | None = None) -> tuple[int, str]:
-    """The table version a reader pins (the latest when None) and the digest of its documents, without
-    loading any model (a Ray driver only needs these).
+def index_digest(table: Any) -> str:
+    """sha256 over what a reader of a chunk table at its checked-out version gets: the build spec, the build
+    id (new on every full build) and every chunk (id and text). Another chunker, embedder precision,
+    extractor version or sentence-vector option, or a rebuild of any kind, gives another digest.
+    """
+    meta = table.schema.metadata or {}
+    h = hashlib.sha256(meta.get(SPEC_KEY, b"") + b"\x1e" + meta.get(BUILD_KEY, b"") + b"\x1e")
+    n = table.count_rows()
+    rows = table.search().select(["chunk_id", "text"]).limit(max(n, 1)).to_arrow()
+    for chunk_id, text in sorted(
+        zip(rows.column("chunk_id").to_pylist(), rows.column("text").to_pylist(), strict=True)
+    ):
+        h.update(f"{chunk_id}\x1f{hashlib.sha256(text.encode()).hexdigest()}\x1e".encode())
+    return h.hexdigest()
+
+
+class IndexIdentity(NamedTuple):
+    """What a sweep read: the pinned table version, the digest of its documents (the gate compares runs on
+    the same documents) and the digest of the index itself (build spec, build id, chunks: what reuse keys on).
+    """
+
+    version: int
+    corpus_sha256: str
+    index_sha256: str
+    build_id: str
+
+
+def index_identity(path: Path, version: int | None = None) -> IndexIdentity:
+    """The identity of the index at `path` pinned at `version` (the latest when None), without loading any
+    model (a Ray driver only needs this).
     """
     table = open_table(path)
     pinned = version if version is not None else int(table.version)
     table.checkout(pinned)
-    return pinned, table_digest(table)
+    build = (table.schema.metadata or {}).get(BUILD_KEY, b"").decode()
+    return IndexIdentity(pinned, table_digest(table), index_digest(table), build)
 
 
 class LanceRetriever:

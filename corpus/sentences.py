@@ -62,6 +62,8 @@ class SentenceVectors:
         import lancedb
 
         self.table = open_sentences(lancedb.connect(str(index_path)))
+        if self.table is not None:  # pinned: a rebuild during the sweep writes a version this reader never sees
+            self.table.checkout(self.table.version)
 
     @property
     def available(self) -> bool:
@@ -85,11 +87,15 @@ class SentenceVectors:
 
 
 def add_sentences(db: Any, sentences: Any, rows: Any, full: bool) -> Any:
-    """A batch's sentence vector rows into the content-addressed `sentences` table (created on first use); the table."""
+    """A batch's sentence vector rows into the content-addressed `sentences` table (created on first use); the
+    table. The first batch of a full build writes a new version of the table: readers pinned to an earlier
+    one keep its vectors.
+    """
+    first = sentences is None
     if sentences is None:
         sentences = open_sentences(db)
-    if sentences is None:
-        return db.create_table(SENTENCE_TABLE, data=rows)
+    if sentences is None or (full and first):  # a full build: a new version (the embedder may have changed)
+        return db.create_table(SENTENCE_TABLE, data=rows, mode="overwrite")
     if full:  # a fresh table: duplicates across batches are few and harmless (content-addressed)
         sentences.add(rows)
     else:  # an incremental sync re-embeds changed documents: keep one row per sentence

@@ -17,6 +17,8 @@ from corpus.sources import Skipped, SourceConfig
 
 TABLE = "chunks"
 SPEC_KEY = b"cribsheet.index_spec"
+BUILD_KEY = b"cribsheet.build_id"
+"""Metadata key of the build id: new on every full build, kept by incremental syncs."""
 INDEX_FORMAT = 3
 REPORT_FILE = "cribsheet-index-report.json"
 
@@ -114,8 +116,8 @@ def indexed_text(chunk: Chunk) -> str:
     return f"{heading}\n{chunk.text}" if heading else chunk.text
 
 
-def table_schema(spec: IndexSpec) -> Any:
-    """The Arrow schema of the chunk table, with the build spec in its metadata."""
+def table_schema(spec: IndexSpec, build_id: str = "") -> Any:
+    """The Arrow schema of the chunk table, with the build spec and the build id in its metadata."""
     import pyarrow as pa
 
     return pa.schema(
@@ -133,7 +135,7 @@ def table_schema(spec: IndexSpec) -> Any:
             pa.field("metadata", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), spec.dim)),
         ],
-        metadata={SPEC_KEY: spec.model_dump_json().encode()},
+        metadata={SPEC_KEY: spec.model_dump_json().encode(), BUILD_KEY: build_id.encode()},
     )
 
 
@@ -196,7 +198,9 @@ def open_table(path: Path, version: int | None = None) -> Any:
 
 def write_fresh(db: Any, name: str, schema: Any, batches: Iterator[Any]) -> Any:
     """Table `name` written from a stream of Arrow tables in one LanceDB write (bounded memory: the
-    writer pulls batch by batch). An error raised while producing a batch is re-raised as itself.
+    writer pulls batch by batch), as a new version of the table when it exists: the versions before stay
+    readable for whoever pinned one until LanceDB's cleanup removes them. An error raised while producing a
+    batch is re-raised as itself, and the table is left as it was.
     """
     import pyarrow as pa
 
@@ -211,7 +215,8 @@ def write_fresh(db: Any, name: str, schema: Any, batches: Iterator[Any]) -> Any:
             raise
 
     try:
-        return db.create_table(name, data=pa.RecordBatchReader.from_batches(schema, record_batches()), schema=schema)
+        reader = pa.RecordBatchReader.from_batches(schema, record_batches())
+        return db.create_table(name, data=reader, schema=schema, mode="overwrite")
     except Exception:
         close = getattr(batches, "close", None)
         if close is not None:  # release what the source holds (e.g. Ray workers) now, not at collection

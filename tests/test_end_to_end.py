@@ -123,11 +123,3 @@ def test_the_five_documented_queries_run_on_a_real_store(stored: tuple[Path, str
     assert names[0] == ["setting_name", "answer_token_recall", "faithfulness", "e2e_cold_p50_s", "realized_ratio"]
     assert names[4][-2:] == ["e2e_cold_s", "e2e_paid_s"] and all(r[-2] is not None for r in results[4])
     assert names[3] == ["setting_name", "claim", "best_span", "lexical", "numbers_ok", "names_ok"]
-
-
-def test_every_stored_column_is_documented() -> None:
-    from eval.store import TABLES, columns
-
-    text = (Path(__file__).resolve().parent.parent / "docs" / "results.md").read_text()
-    missing = [f"{t}.{c}" for t, m in TABLES.items() for c, _ in columns(m) if c not in text]
-    assert missing == []

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from corpus.models import Question
+from corpus.retrieve import IndexIdentity
 from eval.settings import Setting, SweepConfig, setting_json
 from eval.store import dumps
 from eval.store.rows import QuestionRow, RunRow, SettingRow
@@ -81,20 +82,41 @@ def git_diff_sha256(repo: Path | None = None) -> str | None:
 
 
 def run_fingerprint(row: RunRow, diff_sha256: str | None, config_digest: str | None = None) -> str:
-    """What fixes a run's rows: config hash, question file, index version and corpus, code version (with
-    `diff_sha256`, the digest of uncommitted changes), package versions and hardware. Same fingerprint, same rows.
+    """What fixes a run's rows: config hash, question file, index version, corpus and index digest (build
+    spec, build id, chunks), code version (the git commit, `diff_sha256` of uncommitted changes, and the
+    digest of the package's source files, untracked ones and installs without git included), package
+    versions and hardware. Same fingerprint, same rows.
     """
     parts = [
         config_digest or row.config_hash,
         row.questions_sha256,
         str(row.index_version),
         str(row.corpus_sha256),
+        str(row.index_sha256),
         str(row.git_commit),
+        str(row.code_sha256),
         str(diff_sha256),
         row.package_versions,
         str(row.hardware_sha256),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+PACKAGES = ("corpus", "eval", "flows")
+"""The product's packages, whose source files make its code version."""
+
+
+def code_sha256(root: Path | None = None) -> str:
+    """sha256 over the product's Python source files (path and bytes): the code version, whether the files
+    are tracked, untracked, or installed without git.
+    """
+    base = root or Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for package in PACKAGES:
+        for path in sorted((base / package).rglob("*.py")):
+            h.update(path.relative_to(base).as_posix().encode() + b"\x1f")
+            h.update(path.read_bytes() + b"\x1e")
+    return h.hexdigest()
 
 
 def file_sha256(path: Path) -> str:
@@ -155,8 +177,7 @@ def run_row(
     config: SweepConfig,
     n_questions: int,
     n_settings: int,
-    index_version: int | None,
-    corpus_sha256: str | None,
+    index: IndexIdentity,
 ) -> RunRow:
     """The `runs` row of a sweep that starts now: config, code, data and package versions."""
     commit, dirty = git_state()
@@ -173,8 +194,11 @@ def run_row(
         questions_path=str(config.questions_path),
         questions_sha256=file_sha256(config.questions_path),
         index_path=str(config.index_path),
-        index_version=index_version,
-        corpus_sha256=corpus_sha256,
+        index_version=index.version,
+        corpus_sha256=index.corpus_sha256,
+        index_sha256=index.index_sha256,
+        index_build_id=index.build_id or None,
+        code_sha256=code_sha256(),
         n_questions=n_questions,
         n_settings=n_settings,
         hardware_json=(hw := dumps(hardware())),

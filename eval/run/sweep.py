@@ -77,15 +77,15 @@ def run_sweep(
     settings = config.grid.expand()
     t0 = time.perf_counter()
     on_ray = ray is not None and components is None
-    index_version, corpus_sha256 = (
-        (components.index_version, components.corpus_sha256) if components is not None else index_identity(config)
-    )
+    # What the sweep reads, named by content: given components are pinned to their version already.
+    ident = index_identity(config, components.index_version if components is not None else None)
+    index_version, corpus_sha256 = ident.version, ident.corpus_sha256
     stages["load_models"] = time.perf_counter() - t0
     sweep: _Sweep | None = None
     try:
         store = DuckDBStore(config.store_path)
         new = new_run_id()
-        row = run_row(new, config, len(questions), len(settings), index_version, corpus_sha256)
+        row = run_row(new, config, len(questions), len(settings), ident)
         claim = claim_run(store, row, setting_rows(new, config, settings), question_rows(new, questions), resume)
         for stage, seconds in claim.stage_seconds.items():
             stages[stage] = stages.get(stage, 0.0) + seconds

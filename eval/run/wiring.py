@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from corpus.embed import EMBEDDERS, Embedder
-from corpus.retrieve import LanceRetriever, Retriever
+from corpus.retrieve import IndexIdentity, LanceRetriever, Retriever
 from eval.compress import COMPRESSORS, Compressor, CompressorDeps
 from eval.engine.generator import GENERATORS, Generator, GeneratorConfig, GeneratorDeps, TokenScorer
 from eval.faithfulness.judge import JUDGES, Judge, JudgeDeps
@@ -78,11 +78,13 @@ def build_judge(config: SweepConfig) -> Judge:
     return JUDGES.build(JUDGES.spec(config.judge.name, config.judge.model_dump()), deps)
 
 
-def index_identity(config: SweepConfig) -> tuple[int | None, str | None]:
-    """The index version a sweep reads and the digest of its documents, without loading any model."""
+def index_identity(config: SweepConfig, version: int | None = None) -> IndexIdentity:
+    """The index version a sweep reads (`version`, else the config's, else the latest) and its digests,
+    without loading any model.
+    """
     from corpus.retrieve import index_identity as identity
 
-    return identity(config.index_path, config.index_version)
+    return identity(config.index_path, version if version is not None else config.index_version)
 
 
 def build_components(

@@ -69,6 +69,12 @@ class RunRow(Row):
     """Machine of that process: a `running` run whose process is gone on this host is marked `killed`."""
     resumes: int | None = None
     """How many times the run was resumed after a crash (0: ran in one go)."""
+    index_sha256: str | None = None
+    """sha256 over the index version the sweep read: build spec, build id and every chunk (id and text)."""
+    index_build_id: str | None = None
+    """The build of the index (new on every full build; kept by incremental syncs)."""
+    code_sha256: str | None = None
+    """sha256 over the product's source files (untracked ones included; the code version without git)."""
 
 
 class SampleRow(Row):

@@ -335,3 +335,11 @@ def test_the_latest_run_is_the_latest_with_rows_not_one_that_failed_before_its_f
     assert store.latest_run() == "r1"
     store.add_samples([_sample("q1").model_copy(update={"run_id": "r2"})])
     assert store.latest_run() == "r2"  # both have rows: the later one
+
+
+def test_every_stored_column_is_documented() -> None:
+    from eval.store import TABLES, columns
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "results.md").read_text()
+    missing = [f"{t}.{c}" for t, m in TABLES.items() for c, _ in columns(m) if c not in text]
+    assert missing == []

@@ -1,0 +1,63 @@
+"""A run is named by the data it read: a re-index never lets a sweep reuse stale rows, a rebuild never
+removes what a pinned reader reads, and the code version covers files git does not track."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from corpus.chunk import ChunkerConfig, SentenceChunker
+from corpus.index import IndexOptions, sync_index
+from corpus.retrieve import LanceRetriever, index_identity
+from eval.run.provenance import code_sha256
+from eval.run.sweep import run_sweep
+from tests.fakes import HashEmbedder
+from tests.helpers import SweepSetup, load_documents
+
+
+def test_same_inputs_reuse_every_setting_and_a_reindex_with_another_chunker_reuses_none(
+    setup: SweepSetup, tiny_corpus: Path
+) -> None:
+    config, components = setup
+    n = len(config.grid.expand())
+    first = run_sweep(config, components())
+    again = run_sweep(config, components(), resume=False)
+    assert (first.settings_computed, again.settings_reused, again.settings_computed) == (n, n, 0)
+
+    # The same documents, chunked finer: the documents' digest is the same, the index's is not.
+    before = index_identity(config.index_path)
+    chunker = SentenceChunker(ChunkerConfig(max_tokens=8))
+    sync_index(load_documents(tiny_corpus), chunker, HashEmbedder(), config.index_path, IndexOptions(rebuild=True))
+    after = index_identity(config.index_path)
+    assert after.corpus_sha256 == before.corpus_sha256 and after.index_sha256 != before.index_sha256
+    assert after.version > before.version and after.build_id != before.build_id  # versions never restart
+    fresh = run_sweep(config, components(), resume=False)
+    assert (fresh.settings_reused, fresh.settings_computed) == (0, n)
+    with duckdb.connect(str(config.store_path), read_only=True) as con:
+        digests = con.execute("SELECT run_id, index_sha256 FROM runs ORDER BY started_at").fetchall()
+    assert [d for _, d in digests] == [before.index_sha256] * 2 + [after.index_sha256]
+
+
+def test_a_rebuild_keeps_the_version_a_reader_pinned(tmp_path: Path, tiny_corpus: Path) -> None:
+    index = tmp_path / "idx.lancedb"
+    docs = load_documents(tiny_corpus)
+    sync_index(docs, SentenceChunker(), HashEmbedder(), index)
+    pinned = LanceRetriever(index, HashEmbedder())
+    old = [h.chunk_id for h in pinned.retrieve("How high is K2?", 3, "vector")]
+    old_identity = index_identity(index)
+    sync_index(docs, SentenceChunker(ChunkerConfig(max_tokens=8)), HashEmbedder(), index, IndexOptions(rebuild=True))
+    # The pinned reader still reads its version, and that version is still there for anyone who names it.
+    assert [h.chunk_id for h in pinned.retrieve("How high is K2?", 3, "vector")] == old
+    assert index_identity(index, old_identity.version) == old_identity
+    assert [h.chunk_id for h in LanceRetriever(index, HashEmbedder()).retrieve("How high is K2?", 3, "vector")] != old
+
+
+def test_code_version_covers_untracked_files(tmp_path: Path) -> None:
+    for package in ("corpus", "eval", "flows"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    before = code_sha256(tmp_path)
+    assert code_sha256(tmp_path) == before
+    (tmp_path / "eval" / "new_module.py").write_text("X = 1\n")  # never added to git
+    assert code_sha256(tmp_path) != before
