@@ -220,6 +220,9 @@ class SweepConfig(BaseModel):
     """An OpenAI-compatible judge model for ragas Faithfulness, in addition to the offline checker."""
     probe_questions: int = Field(default=30, ge=0)
     """Questions (lowest sha256 of id) also run alone per setting for the latency truth."""
+    max_failed_fraction: float = Field(default=0.05, ge=0.0, le=1.0)
+    """A setting with more failed samples than this (a dead engine fails them all) ends the run `failed`
+    with the reason; its rows stay for diagnosis, and a resumed run computes it again."""
 
     @field_validator("embedder")
     @classmethod

@@ -44,15 +44,16 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def mark_dead_runs(store: DuckDBStore) -> list[str]:
-    """Mark `killed` every `running` run of this machine whose process is gone; returns their ids."""
-    host = socket.gethostname()
-    killed = []
-    for run in store.running_runs():
-        if run["host"] == host and run["pid"] is not None and not process_alive(int(run["pid"])):
-            store.mark_killed(str(run["run_id"]), f"process {run['pid']} on {host} died before the run finished")
-            killed.append(str(run["run_id"]))
-    return killed
+HEARTBEAT_S = 30.0
+"""How often a running sweep records that it is alive (`runs.heartbeat_at`)."""
+STALE_AFTER_S = 600.0
+"""A `running` run silent for this long may be taken over from any machine: twenty heartbeats missed, well
+past any single step (an engine start, one LLMLingua setting's compression, a setting's transaction)."""
+
+
+def _alive(host: str, pid: int) -> bool | None:
+    """Whether process `pid` is alive, when it ran on this machine; None for another machine's."""
+    return process_alive(pid) if host == socket.gethostname() else None
 
 
 def claim_run(
@@ -61,26 +62,49 @@ def claim_run(
     settings: Sequence[SettingRow],
     questions: Sequence[QuestionRow],
     resume: bool = True,
+    max_failed_fraction: float = 1.0,
+    stale_after_s: float = STALE_AFTER_S,
 ) -> RunClaim:
-    """Start `row`'s run, or reopen the unfinished run with its fingerprint (`resume`); a live run with
-    the same fingerprint is an error, so two processes never write one run.
+    """Start `row`'s run, or reopen the unfinished run with its fingerprint (`resume`), in one transaction:
+    a live run with the same fingerprint is an error, so two processes never write one run; a run whose
+    process died on this machine, or that has been silent for `stale_after_s` on any, is taken over.
     """
-    mark_dead_runs(store)
-    live = [r for r in store.running_runs() if r["fingerprint"] == row.fingerprint]
-    if live:
-        other = live[0]
-        raise CribsheetError(
-            f"run {other['run_id']} over the same inputs is still running (pid {other['pid']} on {other['host']}); "
-            "wait for it, or stop it and run again to resume it"
-        )
-    previous = store.resumable_run(str(row.fingerprint)) if resume and row.fingerprint else None
-    if previous is None:
-        store.start_run(row, settings, questions)
-        return RunClaim(run_id=row.run_id)
-    run_id = str(previous["run_id"])
-    store.reopen_run(run_id, os.getpid(), socket.gethostname())
-    stages = json.loads(previous["stage_seconds"]) if previous["stage_seconds"] else {}
-    return RunClaim(run_id=run_id, resumed=True, done=store.settings_done(run_id), stage_seconds=stages)
+    claimed = store.claim(row, settings, questions, _alive, stale_after_s, resume, max_failed_fraction)
+    stages = json.loads(claimed.stage_seconds) if claimed.stage_seconds else {}
+    return RunClaim(run_id=claimed.run_id, resumed=claimed.resumed, done=claimed.done, stage_seconds=stages)
+
+
+class Heartbeat:
+    """A daemon thread that records every `every_s` that this process still runs `run_id` (stopped before
+    the run is closed, so it never races the closing write).
+    """
+
+    def __init__(self, store: DuckDBStore, run_id: str, every_s: float = HEARTBEAT_S) -> None:
+        import threading
+
+        self.store, self.run_id, self.every_s = store, run_id, every_s
+        self.owner = (os.getpid(), socket.gethostname())
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{run_id}", daemon=True)
+
+    def start(self) -> Heartbeat:
+        """Begin beating."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop beating (idempotent); called before the run's closing write."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                if not self.store.heartbeat(self.run_id, *self.owner):
+                    return  # taken over: the next write refuses (`add_samples(owner=...)`)
+            except CribsheetError:
+                continue  # the store was busy past its lock timeout: try again next beat
 
 
 def reuse_settings(
@@ -90,6 +114,7 @@ def reuse_settings(
     settings: Sequence[Setting],
     setting_hash: Callable[[Setting], str],
     tick: Callable[[str, int, int], None],
+    max_failed_fraction: float = 1.0,
 ) -> tuple[list[Setting], int]:
     """Copy into `run_id` the rows of every setting that an earlier run with the same reuse key computed
     (same config apart from the grid, questions, index, code, packages, hardware); returns the settings left
@@ -97,7 +122,7 @@ def reuse_settings(
     """
     left, reused = [], 0
     for setting in settings:
-        source = store.reusable_source(reuse_key, setting_hash(setting), run_id)
+        source = store.reusable_source(reuse_key, setting_hash(setting), run_id, max_failed_fraction)
         if source is None:
             left.append(setting)
             continue

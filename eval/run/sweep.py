@@ -11,18 +11,19 @@ from functools import partial
 from typing import Any
 
 from corpus.cluster import RayOptions
-from corpus.errors import InputFileError
+from corpus.errors import CribsheetError, InputFileError
 from corpus.load import read_jsonl
 from corpus.models import Question
 from eval.engine.generator import WarmReport
 from eval.metrics import cohen_kappa
 from eval.run.probes import fit_prefill
 from eval.run.provenance import new_run_id, question_rows, run_row, setting_rows
-from eval.run.resume import claim_run, reuse_settings
+from eval.run.resume import Heartbeat, claim_run, reuse_settings
 from eval.run.runner import Progress, SettingOutput, SettingRunner
 from eval.run.wiring import Components, build_components, index_identity
 from eval.settings import Setting, SweepConfig
 from eval.store import DuckDBStore, dumps
+from eval.store.lifecycle import RunTakenOver
 
 SettingWrap = Callable[[Setting, str, Callable[[], SettingOutput]], SettingOutput]
 """Runs one setting's computation: (setting, run key, compute) -> its output (e.g. as a Prefect task)."""
@@ -45,6 +46,10 @@ class SweepResult:
     settings_reused: int = 0
     """Settings copied from an earlier run with the same reuse key: not recomputed."""
     settings_computed: int = 0
+
+
+class SettingFailed(CribsheetError):
+    """A setting failed beyond `max_failed_fraction` (a dead engine fails every sample): the run fails."""
 
 
 def load_questions(config: SweepConfig) -> list[Question]:
@@ -86,23 +91,35 @@ def run_sweep(
         store = DuckDBStore(config.store_path)
         new = new_run_id()
         row = run_row(new, config, len(questions), len(settings), ident)
-        claim = claim_run(store, row, setting_rows(new, config, settings), question_rows(new, questions), resume)
+        claim = claim_run(
+            store,
+            row,
+            setting_rows(new, config, settings),
+            question_rows(new, questions),
+            resume,
+            config.max_failed_fraction,
+        )
         for stage, seconds in claim.stage_seconds.items():
             stages[stage] = stages.get(stage, 0.0) + seconds
         run_id = claim.run_id
         if claim.resumed:
             tick(f"resuming run {run_id}: {len(claim.done)} of {len(settings)} settings kept", 1, 1)
+        heartbeat = Heartbeat(store, run_id).start()
         try:
-            sweep = _Sweep(config, components, store, run_id, questions, stages, tick)
+            sweep = _Sweep(config, components, store, run_id, questions, stages, tick, heartbeat)
             sweep.done, sweep.resumed = claim.done, claim.resumed
             sweep.reuse_key = row.reuse_key if reuse else None
             sweep.ray, sweep.index_version, sweep.wrap = (ray if on_ray else None), index_version, wrap
             sweep.corpus_sha256 = corpus_sha256
             return sweep.run(settings)
         except BaseException as exc:
+            heartbeat.stop()
             error = f"{type(exc).__name__}: {exc}"[:2000]
-            store.finish_run(run_id, "failed", error=error, stage_seconds=dumps(stages))
+            if not isinstance(exc, RunTakenOver):  # the run is someone else's now: leave its row alone
+                store.finish_run(run_id, "failed", error=error, stage_seconds=dumps(stages))
             raise
+        finally:
+            heartbeat.stop()
     finally:
         if sweep is not None and sweep.owns_components and sweep.comps is not None:  # the engine we started, we stop
             sweep.comps.close()
@@ -120,6 +137,7 @@ class _Sweep:
     questions: list[Question]
     stages: dict[str, float]
     tick: Progress
+    heartbeat: Heartbeat
     done: set[str] = field(default_factory=set)
     """Settings already stored by an earlier attempt of this run: kept, not recomputed."""
     resumed: bool = False
@@ -157,7 +175,13 @@ class _Sweep:
         if self.reuse_key:
             t0 = time.perf_counter()
             todo, reused = reuse_settings(
-                self.store, self.reuse_key, self.run_id, todo, self.config.setting_hash, self.tick
+                self.store,
+                self.reuse_key,
+                self.run_id,
+                todo,
+                self.config.setting_hash,
+                self.tick,
+                self.config.max_failed_fraction,
             )
             self.stages["reuse"] = self.stages.get("reuse", 0.0) + time.perf_counter() - t0
         # The grid's largest top-k sets the candidate count, for computed and kept settings alike.
@@ -170,12 +194,18 @@ class _Sweep:
             nonlocal n_rows
             for stage, seconds in out.stages.items():
                 self.stages[stage] = self.stages.get(stage, 0.0) + seconds
-            self.store.add_samples(out.rows, out.claims)
+            self.store.add_samples(out.rows, out.claims, owner=self.heartbeat.owner)
             n_rows += len(out.rows)
-            failed = sum(r.status != "ok" for r in out.rows)
+            failed = [r for r in out.rows if r.status != "ok"]
             self.tick(f"stored {out.setting.name}", len(out.rows), len(out.rows))
             if failed:
-                self.tick(f"{out.setting.name}: failed samples", failed, failed)
+                self.tick(f"{out.setting.name}: failed samples", len(failed), len(failed))
+            if out.rows and len(failed) > self.config.max_failed_fraction * len(out.rows):
+                raise SettingFailed(
+                    f"setting {out.setting.name}: {len(failed)} of {len(out.rows)} samples failed (more than "
+                    f"max_failed_fraction {self.config.max_failed_fraction:g}); first: {failed[0].error}; "
+                    "the run is marked failed with its rows kept; fix the cause and run again to resume it"
+                )
 
         if todo and self.ray is not None:
             from eval.run.ray_driver import run_on_ray
@@ -194,6 +224,7 @@ class _Sweep:
         probes = self.store.probe_points(self.run_id)  # a resumed run's earlier settings count too
         fit = fit_prefill(probes)
         pairs = self.store.judge_pairs(self.run_id)
+        self.heartbeat.stop()
         self.store.finish_run(
             self.run_id,
             "ok",

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from corpus.errors import CribsheetError
-from eval.store.lifecycle import Record, RunLifecycle
+from eval.store.lifecycle import Record, RunLifecycle, RunTakenOver, drop_setting
 from eval.store.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
 from eval.store.schema import SCHEMA_VERSION, STORAGE_COMPATIBILITY, TABLES, VIEWS, columns
 
@@ -115,6 +115,9 @@ class DuckDBStore(RunLifecycle):
 
     @staticmethod
     def _migrate(con: Any) -> None:
+        """Create what is missing: tables, appended columns, the samples key, views, the schema version."""
+        import duckdb
+
         con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, applied_at TIMESTAMP)")
         for table, model in TABLES.items():
             existing = {
@@ -129,6 +132,14 @@ class DuckDBStore(RunLifecycle):
             for name, sql_type in cols:
                 if existing and name not in existing:
                     con.execute(f"ALTER TABLE {table} ADD COLUMN {name} {sql_type}")
+        # One row per (run, setting, question), whoever writes: a second writer's duplicate is refused.
+        try:
+            con.execute("CREATE UNIQUE INDEX IF NOT EXISTS samples_key ON samples (run_id, setting_hash, question_id)")
+        except duckdb.ConstraintException as exc:
+            raise CribsheetError(
+                "the store holds duplicate sample rows (same run, setting and question), written before it had a "
+                f"unique key; delete the duplicates of the affected runs, then open it again ({exc})"
+            ) from None
         for name, sql in VIEWS.items():
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
         (current,) = con.execute("SELECT max(version) FROM schema_version").fetchone() or (None,)
@@ -153,9 +164,24 @@ class DuckDBStore(RunLifecycle):
             self._insert(con, "settings", settings)
             self._insert(con, "questions", questions)
 
-    def add_samples(self, rows: Sequence[SampleRow], claims: Sequence[ClaimRow] = ()) -> None:
-        """One setting's rows and their claim evidence, together or not at all."""
+    def add_samples(
+        self, rows: Sequence[SampleRow], claims: Sequence[ClaimRow] = (), owner: tuple[int, str] | None = None
+    ) -> None:
+        """One setting's rows and their claim evidence, together or not at all; they replace whatever that
+        setting of that run held (a failed setting computed again), so a setting's rows are written once.
+        With `owner` (pid, host), nothing is written unless that process still runs the run.
+        """
         with self.transaction() as con:
+            if owner is not None:
+                for run_id in sorted({r.run_id for r in rows}):
+                    holder = con.execute("SELECT pid, host, status FROM runs WHERE run_id = ?", [run_id]).fetchone()
+                    if holder is None or (holder[0], holder[1], holder[2]) != (*owner, "running"):
+                        raise RunTakenOver(
+                            f"run {run_id} is no longer this process's (now {holder}): it was taken over; "
+                            "nothing written"
+                        )
+            for run_id, setting_hash in sorted({(r.run_id, r.setting_hash) for r in rows}):
+                drop_setting(con, run_id, setting_hash)
             self._insert(con, "samples", rows)
             self._insert(con, "claims", claims)
 

@@ -5,11 +5,41 @@ unfinished run is found by its fingerprint and reopened, and what a resumed run 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Any
 
+from corpus.errors import CribsheetError
+from eval.store.rows import QuestionRow, RunRow, SettingRow
+
 Record = dict[str, Any]
+
+
+def drop_setting(con: Any, run_id: str, setting_hash: str) -> None:
+    """Delete one setting's samples and claims of a run (inside the caller's transaction)."""
+    for table in ("samples", "claims"):
+        con.execute(f"DELETE FROM {table} WHERE run_id = ? AND setting_hash = ?", [run_id, setting_hash])
+
+
+class RunTakenOver(CribsheetError):
+    """Another process took a run over (its owner was silent past the takeover timeout): the old owner stops
+    and writes nothing more.
+    """
+
+
+Alive = Callable[[str, int], bool | None]
+"""(host, pid) -> whether that process is alive; None when this machine cannot tell (another host)."""
+
+
+@dataclass
+class Claimed:
+    """What claiming a run decided: the run to write, whether it resumes one, what it keeps."""
+
+    run_id: str
+    resumed: bool = False
+    done: set[str] = field(default_factory=set)
+    stage_seconds: str | None = None
 
 
 class RunLifecycle:
@@ -23,42 +53,92 @@ class RunLifecycle:
         """Rows of a read query as dicts."""
         raise NotImplementedError
 
-    def mark_killed(self, run_id: str, error: str) -> None:
-        """A `running` run whose process is gone: `killed`, with the time it was found so."""
-        with self.transaction() as con:
-            con.execute(
-                "UPDATE runs SET status = 'killed', finished_at = ?, error = ? WHERE run_id = ? AND status = 'running'",
-                [dt.datetime.now(dt.UTC), error, run_id],
-            )
+    @staticmethod
+    def _insert(con: Any, table: str, rows: Any) -> None:  # pragma: no cover - provided by the store
+        raise NotImplementedError
 
-    def reopen_run(self, run_id: str, pid: int, host: str) -> None:
-        """An unfinished run taken over by this process to resume it."""
+    def claim(
+        self,
+        run: RunRow,
+        settings: Sequence[SettingRow],
+        questions: Sequence[QuestionRow],
+        alive: Alive,
+        stale_after_s: float,
+        resume: bool = True,
+        max_failed_fraction: float = 1.0,
+    ) -> Claimed:
+        """Start `run`, or reopen the unfinished run with its fingerprint, in ONE transaction (the store's file
+        lock serializes it against every other process): runs whose process is dead, or whose heartbeat is
+        older than `stale_after_s` (from any machine), are marked `killed` first; a live run with the same
+        fingerprint is an error, so two processes never write one run.
+        """
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        stale_before = now - dt.timedelta(seconds=stale_after_s)
         with self.transaction() as con:
+            running = con.execute(
+                "SELECT run_id, pid, host, coalesce(heartbeat_at, started_at) < ? AS stale, "
+                "coalesce(heartbeat_at, started_at) AS seen FROM runs WHERE status = 'running'",
+                [stale_before],
+            ).fetchall()
+            for run_id, pid, host, stale, seen in running:
+                if pid is not None and alive(str(host), int(pid)) is False:
+                    error = f"process {pid} on {host} died before the run finished"
+                elif stale:
+                    error = f"taken over: no heartbeat from process {pid} on {host} since {seen:%Y-%m-%d %H:%M:%S} UTC"
+                else:
+                    continue
+                con.execute(
+                    "UPDATE runs SET status = 'killed', finished_at = ?, error = ? WHERE run_id = ?",
+                    [now, error, run_id],
+                )
+            live = con.execute(
+                "SELECT run_id, pid, host FROM runs WHERE status = 'running' AND fingerprint = ?", [run.fingerprint]
+            ).fetchall()
+            if live:
+                run_id, pid, host = live[0]
+                raise CribsheetError(
+                    f"run {run_id} over the same inputs is still running (pid {pid} on {host}); "
+                    "wait for it, or stop it and run again to resume it"
+                )
+            previous = (
+                con.execute(
+                    "SELECT run_id, stage_seconds, pid, host, error FROM runs WHERE fingerprint = ? "
+                    "AND status IN ('failed', 'killed') ORDER BY started_at DESC LIMIT 1",
+                    [run.fingerprint],
+                ).fetchone()
+                if resume and run.fingerprint
+                else None
+            )
+            if previous is None:
+                fresh = run.model_copy(update={"heartbeat_at": now})
+                self._insert(con, "runs", [fresh])
+                self._insert(con, "settings", settings)
+                self._insert(con, "questions", questions)
+                return Claimed(run_id=run.run_id)
+            run_id, stages, old_pid, old_host, error = previous
+            took = f"{old_pid}@{old_host}" if str(error or "").startswith("taken over") else None
             con.execute(
                 "UPDATE runs SET status = 'running', finished_at = NULL, error = NULL, pid = ?, host = ?, "
-                "resumes = coalesce(resumes, 0) + 1 WHERE run_id = ?",
-                [pid, host, run_id],
+                "heartbeat_at = ?, resumes = coalesce(resumes, 0) + 1, "
+                "taken_over_from = coalesce(?, taken_over_from) WHERE run_id = ?",
+                [run.pid, run.host, now, took, run_id],
             )
+            done = con.execute(
+                "SELECT setting_hash FROM samples WHERE run_id = ? GROUP BY setting_hash "
+                "HAVING avg((status <> 'ok')::DOUBLE) <= ?",
+                [run_id, max_failed_fraction],
+            ).fetchall()
+            return Claimed(run_id=str(run_id), resumed=True, done={str(h) for (h,) in done}, stage_seconds=stages)
 
-    def running_runs(self) -> list[Record]:
-        """Runs marked `running`, with the process and machine that run them."""
-        return self.query("SELECT run_id, pid, host, fingerprint FROM runs WHERE status = 'running'")
-
-    def resumable_run(self, fingerprint: str) -> Record | None:
-        """The newest run with this fingerprint that did not finish (failed or killed), if any."""
-        rows = self.query(
-            "SELECT run_id, status, stage_seconds FROM runs WHERE fingerprint = ? AND status IN ('failed', 'killed') "
-            "ORDER BY started_at DESC LIMIT 1",
-            [fingerprint],
-        )
-        return rows[0] if rows else None
-
-    def settings_done(self, run_id: str) -> set[str]:
-        """Settings of a run whose rows are stored (each setting is written in one transaction)."""
-        return {
-            str(r["setting_hash"])
-            for r in self.query("SELECT DISTINCT setting_hash FROM samples WHERE run_id = ?", [run_id])
-        }
+    def heartbeat(self, run_id: str, pid: int, host: str) -> bool:
+        """Record that process `pid` on `host` is alive and still owns `run_id`; False when another took it over."""
+        with self.transaction() as con:
+            owned = con.execute(
+                "UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND pid = ? AND host = ? AND status = 'running' "
+                "RETURNING run_id",
+                [dt.datetime.now(dt.UTC).replace(tzinfo=None), run_id, pid, host],
+            ).fetchall()
+        return bool(owned)
 
     def probe_points(self, run_id: str) -> list[tuple[int, float]]:
         """(uncached prompt tokens, prefill seconds) of every probe request of a run."""
@@ -76,13 +156,17 @@ class RunLifecycle:
         )
         return [(bool(r["supported"]), bool(r["judge_supported"])) for r in rows]
 
-    def reusable_source(self, reuse_key: str, setting_hash: str, run_id: str) -> str | None:
-        """The newest other run with the same reuse key that holds this setting's rows."""
+    def reusable_source(
+        self, reuse_key: str, setting_hash: str, run_id: str, max_failed_fraction: float = 1.0
+    ) -> str | None:
+        """The newest other run with the same reuse key that holds this setting's rows, with at most
+        `max_failed_fraction` of them failed.
+        """
         rows = self.query(
-            "SELECT r.run_id FROM runs r WHERE r.reuse_key = ? AND r.run_id <> ? AND EXISTS ("
-            "SELECT 1 FROM samples s WHERE s.run_id = r.run_id AND s.setting_hash = ?) "
-            "ORDER BY r.started_at DESC LIMIT 1",
-            [reuse_key, run_id, setting_hash],
+            "SELECT r.run_id FROM runs r WHERE r.reuse_key = ? AND r.run_id <> ? AND ("
+            "SELECT avg((s.status <> 'ok')::DOUBLE) FROM samples s WHERE s.run_id = r.run_id AND s.setting_hash = ?"
+            ") <= ? ORDER BY r.started_at DESC LIMIT 1",
+            [reuse_key, run_id, setting_hash, max_failed_fraction],
         )
         return str(rows[0]["run_id"]) if rows else None
 
@@ -91,6 +175,7 @@ class RunLifecycle:
         that computed them), in one transaction; returns the number of samples.
         """
         with self.transaction() as con:
+            drop_setting(con, run_id, setting_hash)
             con.execute(
                 "INSERT INTO samples SELECT * REPLACE (? AS run_id, coalesce(reused_from_run, run_id) AS "
                 "reused_from_run) FROM samples WHERE run_id = ? AND setting_hash = ?",

@@ -75,6 +75,11 @@ class RunRow(Row):
     """The build of the index (new on every full build; kept by incremental syncs)."""
     code_sha256: str | None = None
     """sha256 over the product's source files (untracked ones included; the code version without git)."""
+    heartbeat_at: dt.datetime | None = None
+    """Last sign of life of the process running the sweep (every 30 s): a `running` run silent for longer
+    than the takeover timeout may be taken over from any machine."""
+    taken_over_from: str | None = None
+    """`pid@host` of the process whose silent run this one took over (NULL: never taken over)."""
 
 
 class SampleRow(Row):

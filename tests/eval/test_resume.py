@@ -145,17 +145,25 @@ def test_kill_9_then_rerun_equals_an_uninterrupted_run(
 def test_a_dead_runs_process_is_found_and_the_run_marked_killed(
     tmp_path: Path, index_and_baseline: tuple[Path, Path, list[tuple[object, ...]]]
 ) -> None:
-    from eval.run.resume import mark_dead_runs
+    from eval.run.resume import claim_run
     from eval.store import DuckDBStore
+    from tests.eval.test_store import _run
 
     index, questions, _ = index_and_baseline
     store = tmp_path / "r.duckdb"
     proc = _run_until_batch(_script(index, questions, store), 2)
-    assert mark_dead_runs(DuckDBStore(store)) == []  # alive: left alone
+    other = _run("other").model_copy(update={"fingerprint": "another sweep's inputs"})
+
+    def runs() -> dict[str, dict[str, object]]:
+        rows = DuckDBStore(store, read_only=True).query("SELECT run_id, status, finished_at, error FROM runs")
+        return {str(r["run_id"]): r for r in rows}
+
+    claim_run(DuckDBStore(store), other, [], [])  # any claim looks at the running runs first
+    assert [r["status"] for r in runs().values()] == ["running", "running"]  # alive: left alone
     _kill(proc)
-    killed = mark_dead_runs(DuckDBStore(store))
-    row = DuckDBStore(store, read_only=True).query("SELECT status, finished_at, error FROM runs")[0]
-    assert len(killed) == 1 and row["status"] == "killed" and row["finished_at"] is not None
+    claim_run(DuckDBStore(store), other.model_copy(update={"run_id": "other2", "fingerprint": "a third"}), [], [])
+    row = next(r for run_id, r in runs().items() if not run_id.startswith("other"))
+    assert row["status"] == "killed" and row["finished_at"] is not None
     assert f"process {proc.pid}" in row["error"] and "died" in row["error"]
 
 
@@ -209,7 +217,7 @@ def _run_statuses(store: Path) -> list[tuple[str, str]]:
         con.close()
 
 
-def test_two_sweeps_writing_one_store_at_once_both_finish_or_one_is_refused_clearly(
+def test_two_identical_sweeps_started_together_compute_once_and_write_no_duplicate(
     tmp_path: Path, index_and_baseline: tuple[Path, Path, list[tuple[object, ...]]]
 ) -> None:
     index, questions, baseline = index_and_baseline
@@ -221,9 +229,14 @@ def test_two_sweeps_writing_one_store_at_once_both_finish_or_one_is_refused_clea
     codes = [p.returncode for p in procs]
     assert codes[2] == 0, outs[2]  # different inputs: waits for the lock between transactions, finishes
     refused = [i for i in (0, 1) if codes[i] != 0]
-    assert len(refused) <= 1, outs  # same inputs: at most one is refused ...
-    for i in refused:  # ... and then in one clear line naming the live run
+    for i in refused:  # the one that lost the claim says so in one clear line naming the live run
         assert "over the same inputs is still running" in outs[i], outs[i]
+    results = [
+        json.loads(line.split(" ", 1)[1]) for i in (0, 1) for line in outs[i].splitlines() if line.startswith("result ")
+    ]
+    # Never both: the claim is one transaction, so the second either is refused or finds the first finished
+    # and copies its settings (reuse) without computing any.
+    assert sum(r["computed"] for r in results) == N_SETTINGS, outs
     con = duckdb.connect(str(store), read_only=True)  # never a corrupted file
     per_run = con.execute(
         "SELECT run_id, count(*), count(DISTINCT (setting_hash, question_id)) FROM samples GROUP BY 1"

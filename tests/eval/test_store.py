@@ -343,3 +343,47 @@ def test_every_stored_column_is_documented() -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "results.md").read_text()
     missing = [f"{t}.{c}" for t, m in TABLES.items() for c, _ in columns(m) if c not in text]
     assert missing == []
+
+
+def test_samples_have_one_row_per_run_setting_and_question(tmp_path: Path) -> None:
+    store = DuckDBStore(tmp_path / "r.duckdb")
+    store.start_run(_run())
+    store.add_samples([_sample("q1"), _sample("q2")])
+    store.add_samples([_sample("q1", answer="again")])  # a setting written again replaces its rows
+    assert store.query("SELECT question_id, answer FROM samples ORDER BY 1") == [
+        {"question_id": "q1", "answer": "again"}
+    ]
+    with pytest.raises(duckdb.ConstraintException, match="(?i)duplicate key"):
+        store.add_samples([_sample("q1"), _sample("q1")])  # never two rows for one question of one setting
+    assert store.query("SELECT count(*) AS n FROM samples")[0]["n"] == 1  # and the failed write left nothing
+
+
+def test_a_silent_run_is_taken_over_from_any_host_and_its_old_owner_writes_nothing(tmp_path: Path) -> None:
+    from eval.run.resume import claim_run
+    from eval.store.lifecycle import RunTakenOver
+
+    path = tmp_path / "r.duckdb"
+    silent = _run("silent").model_copy(update={"fingerprint": "f", "pid": 4242, "host": "a-container-that-is-gone"})
+    DuckDBStore(path).start_run(silent)  # running, no heartbeat since it started
+    newcomer = _run("new").model_copy(update={"fingerprint": "f", "pid": 1, "host": "here"})
+    with pytest.raises(CribsheetError, match="over the same inputs is still running"):
+        claim_run(DuckDBStore(path), newcomer, [], [], stale_after_s=3600)  # not silent for long enough
+    claim = claim_run(DuckDBStore(path), newcomer, [], [], stale_after_s=0)
+    assert claim.run_id == "silent" and claim.resumed
+    row = DuckDBStore(path, read_only=True).query("SELECT status, pid, host, taken_over_from, resumes FROM runs")
+    assert row == [
+        {
+            "status": "running",
+            "pid": 1,
+            "host": "here",
+            "taken_over_from": "4242@a-container-that-is-gone",
+            "resumes": 1,
+        }
+    ]
+    with pytest.raises(RunTakenOver):  # the old owner wakes up: nothing it writes lands
+        DuckDBStore(path).add_samples(
+            [_sample("q1").model_copy(update={"run_id": "silent"})], owner=(4242, "a-container-that-is-gone")
+        )
+    assert DuckDBStore(path).query("SELECT count(*) AS n FROM samples")[0]["n"] == 0
+    assert DuckDBStore(path).heartbeat("silent", 4242, "a-container-that-is-gone") is False
+    assert DuckDBStore(path).heartbeat("silent", 1, "here") is True

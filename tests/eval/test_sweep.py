@@ -44,7 +44,8 @@ def test_one_row_per_question_and_setting_with_scores(setup: SweepSetup) -> None
 
 def test_failed_compression_is_a_failed_row_not_a_gap(setup: SweepSetup) -> None:
     config, components = setup
-    result = run_sweep(config, components(halving=HalvingCompressor(fail_on="K2")))
+    tolerant = config.model_copy(update={"max_failed_fraction": 0.5})  # 1 of 4 failed: tolerated here
+    result = run_sweep(tolerant, components(halving=HalvingCompressor(fail_on="K2")))
     con = duckdb.connect(result.store_path)
     rows = con.execute(
         "SELECT status, error, answer_contains FROM samples WHERE question_id='q1' AND compressor='halving'"
@@ -53,12 +54,23 @@ def test_failed_compression_is_a_failed_row_not_a_gap(setup: SweepSetup) -> None
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == 16
 
 
-def test_engine_failure_marks_rows_failed_and_keeps_them(setup: SweepSetup) -> None:
+def test_a_dead_engine_fails_the_run_loudly_keeps_its_rows_and_a_resume_recomputes(setup: SweepSetup) -> None:
+    from eval.run.sweep import SettingFailed
+
     config, components = setup
-    result = run_sweep(config, components(generator=ExtractingGenerator(fail=True)))
-    con = duckdb.connect(result.store_path)
-    assert con.execute("SELECT count(*), bool_and(status='failed') FROM samples").fetchone() == (16, True)
-    assert con.execute("SELECT max(n_failed) FROM v_leaderboard").fetchone()[0] == 4
+    with pytest.raises(SettingFailed, match=r"setting none-k1-hybrid-dense: 4 of 4 samples failed .*engine died"):
+        run_sweep(config, components(generator=ExtractingGenerator(fail=True)))
+    con = duckdb.connect(str(config.store_path))
+    status, error = con.execute("SELECT status, error FROM runs").fetchone()
+    assert status == "failed" and "4 of 4 samples failed" in error  # not "ok": the reason is on the run
+    # The dead setting's rows stay for diagnosis; no later setting ran on the dead engine.
+    assert con.execute("SELECT count(*), bool_and(status = 'failed') FROM samples").fetchone() == (4, True)
+    con.close()
+    again = run_sweep(config, components())  # the engine is back: the same run resumes
+    assert again.resumed and again.settings_computed == len(config.grid.expand())
+    con = duckdb.connect(again.store_path)
+    assert con.execute("SELECT count(*), count(*) FILTER (WHERE status = 'ok') FROM samples").fetchone() == (16, 16)
+    assert con.execute("SELECT count(*), any_value(status) FROM runs").fetchone() == (1, "ok")
 
 
 def test_retrieval_modes_are_settings_retrieved_once_per_question_and_mode(setup: SweepSetup) -> None:
