@@ -25,10 +25,10 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 demo: install
 	$(BIN)/cribsheet demo
 
-# The fast tier plus one small real-stack check (tests/test_real_stack.py), on 2 workers; the engine's tests
-# stay on one worker (one vLLM engine per test run).
+# The fast tier plus one small real-stack check (tests/test_real_stack.py), on 2 workers; a test module
+# stays on one worker (the real-stack module builds one vLLM engine per test run).
 test: install
-	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile
 
 # The rest: full end-to-end, a real Prefect server and worker, a real judge server, Ray clusters.
 test-slow: install

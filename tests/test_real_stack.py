@@ -21,8 +21,6 @@ from eval.prompt import PromptLayout, context_block
 from eval.settings import CompressionSpec, GridConfig, SweepConfig
 from tests.helpers import bundled_slice
 
-pytestmark = pytest.mark.xdist_group("engine")
-
 N_DOCS, N_ANSWERABLE, N_UNANSWERABLE = 40, 3, 1
 SETTINGS = 3  # none, pruned 4x, engine-lingua 4x at top-3
 
