@@ -117,7 +117,9 @@ def main() -> None:
             groups["answerable" if case["answerable"] else "unanswerable"].append(i)
         for name, idx in groups.items():
             claims = [(labels[i], predicted[i]) for i in idx if labels[i] != "no_claims"]
-            conf = confusion([y == "supported" for y, _ in claims], [p == "supported" for _, p in claims])
+            # A claim-bearing answer the checker finds no claims in is stored NULL and flagged nowhere: for an
+            # unsupported answer that is a miss (passed), not a catch; for a supported one, kept.
+            conf = confusion([y == "supported" for y, _ in claims], [p != "unsupported" for _, p in claims])
             no_claims = sum(labels[i] == predicted[i] == "no_claims" for i in idx)
             labelled_none = sum(labels[i] == "no_claims" for i in idx)
             predicted_none = sum(predicted[i] == "no_claims" for i in idx)

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from corpus.text import contains, content_tokens, normalize
+from corpus.text import STOP, contains, content_tokens, normalize, sentence_spans
 
 __all__ = ["normalize"]
 
@@ -28,6 +28,10 @@ _ABSTAIN = re.compile(
     r"|\banswer (is|was) not (provided|given|stated|mentioned|included)\b"
 )
 _HEDGE_SPLIT = re.compile(r",|;| or | either ")
+_LIST_SPLIT = re.compile(r",|;|\band\b|\bor\b")
+_CONTRAST = re.compile(r";|\b(?:but|however|although|though|whereas)\b", re.I)
+"""Where a sentence turns: an answer may assert one part and decline the other ("K2 is 8,611 m high, but
+the passages do not say who climbed it first")."""
 
 
 def _contains(haystack: str, golds: Sequence[str]) -> float:
@@ -35,12 +39,19 @@ def _contains(haystack: str, golds: Sequence[str]) -> float:
 
 
 def hedged(prediction: str, golds: Sequence[str]) -> bool:
-    """The prediction names several alternatives ("Paris, London or Rome"), so it commits to none of them."""
+    """The prediction names several alternatives, so it commits to none of them: two or more joined by "or"
+    ("Paris or London"), or a bare list of three or more names whatever joins them ("Paris, London, Rome,
+    Berlin"; not a sentence with commas, whose parts are not all short names).
+    """
     text = normalize(prediction)
-    if " or " not in f" {text} ":
-        return False
-    items = [i.strip() for i in _HEDGE_SPLIT.split(f" {prediction.lower()} ") if i.strip()]
-    items = [normalize(i) for i in items if len(i.split()) <= 6]
+    if " or " in f" {text} ":
+        items = [i.strip() for i in _HEDGE_SPLIT.split(f" {prediction.lower()} ") if i.strip()]
+        items = [normalize(i) for i in items if len(i.split()) <= 6]
+    else:
+        items = [normalize(i) for i in _LIST_SPLIT.split(prediction) if normalize(i)]
+        names = [i for i in items if len(i.split()) <= 3 and not set(i.split()) & STOP]
+        if len(items) < 3 or len(names) < len(items):
+            return False
     hits = [any(f" {normalize(g)} " in f" {i} " for g in golds if normalize(g)) for i in items]
     return len(items) >= 2 and any(hits) and not all(hits)
 
@@ -104,12 +115,35 @@ def context_answer_recall(context: str, golds: Sequence[str]) -> float:
     return _contains(context, golds)
 
 
-def abstained(answer: str) -> bool:
-    """Did the model say it cannot answer from the context (rather than answer)? An empty output is not an
-    abstention (it is no answer at all); a negative statement about the world ("not found in Europe") is not
-    either.
+def _declines(text: str) -> bool:
+    return bool(_ABSTAIN.search(" ".join(text.lower().replace("’", "'").split())))
+
+
+def without_disclaimers(answer: str) -> str:
+    """`answer` less its sentences, and clauses of a sentence that turns ("..., but ..."), that decline to
+    answer; the rest is what the answer asserts.
     """
-    return bool(_ABSTAIN.search(" ".join(answer.lower().replace("’", "'").split())))
+    kept = []
+    for s, e, _ in sentence_spans(answer):
+        sentence = answer[s:e]
+        if not _declines(sentence):
+            kept.append(sentence)
+            continue
+        parts = [p.strip(" ,") for p in _CONTRAST.split(sentence)]
+        if len(parts) > 1:
+            kept.extend(p for p in parts if p and not _declines(p))
+    return " ".join(kept)
+
+
+def abstained(answer: str) -> bool:
+    """Did the model only say it cannot answer from the context? An answer that asserts something beside a
+    disclaimer ("Paris was founded in 1200 by Clovis. The context does not mention who designed it.") did
+    not abstain: its claims are scored. An empty output is not an abstention (it is no answer at all); a
+    negative statement about the world ("not found in Europe") is not either.
+    """
+    if not _declines(answer):
+        return False
+    return not [w for w in normalize(without_disclaimers(answer)).split() if w not in STOP]
 
 
 @dataclass(frozen=True)

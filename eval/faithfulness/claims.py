@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from corpus.text import PASSAGE_HEADING, PASSAGE_MARKER, canonical, content_words, normalize, sentence_spans
-from eval.metrics import abstained
+from eval.metrics import abstained, without_disclaimers
 
 _SLOT = re.compile(
     r"\b(?:(?P<prep>in|on|from|since|until|by|around|to) which (?:year|date)|how many|by whom|by what|___+)(?=\W|$)"
@@ -53,7 +53,7 @@ def split_claims(
     """
     if abstained(answer):
         return []
-    text = _FENCE.sub(" ", answer)
+    text = _FENCE.sub(" ", answer)  # a disclaimer beside claims is dropped sentence by sentence (below)
     asked = set(content_words(question)) if question else set()
     claims = []
     raw_lines = [line for line in text.splitlines() if line.strip()]
@@ -80,6 +80,7 @@ def split_claims(
             claim = _drop_cut_word(claim, context)
             if len(content_words(claim)) < _FRAGMENT:
                 continue
+        claim = without_disclaimers(claim)  # "..., but the passages do not say who" asserts only its first part
         words = content_words(claim)
         if not words or claim.endswith(":") or (asked and set(words) <= asked and claim.rstrip().endswith("?")):
             continue

@@ -476,3 +476,12 @@ def test_a_cut_answer_keeps_a_country_the_context_names_by_its_demonym() -> None
     context = "[1] Sushi: Sushi is a traditional Japanese dish of prepared rice."
     head = "Sushi is a traditional dish of prepared rice, as the passage says in its very first line."
     assert split_claims(f"{head}\n\nThe answer is: Japan", None, context, cut=True)[-1] == "Japan"
+
+
+def test_claims_beside_a_disclaimer_are_checked_and_the_disclaimer_is_no_claim() -> None:
+    answer = "Paris was founded in 1200 by Clovis. The context does not mention who designed it."
+    assert split_claims(answer) == ["Paris was founded in 1200 by Clovis."]
+    assert split_claims("K2 is 9,000 metres high, but I cannot tell from the passages who climbed it first.") == [
+        "K2 is 9,000 metres high"
+    ]
+    assert split_claims("Unfortunately, the passages do not mention his birthplace.") == []

@@ -81,10 +81,14 @@ def test_abstention_detector_on_a_table_of_phrasings() -> None:
 
 
 def test_squad_normalisation_hedges_and_numbers() -> None:
-    from eval.metrics import answer_contains, exact_match, normalize
+    from eval.metrics import answer_contains, answer_token_recall, exact_match, normalize
 
     assert normalize("U.S.") == normalize("US") and exact_match("the U.S.", ["US"]) == 1.0
     assert normalize("1990,1991") == "1990 1991" and normalize("8,611 m") == "8611 m"
     assert answer_contains("Paris, London, Berlin or Rome", ["Rome"]) == 0.0  # names every candidate
     assert answer_contains("Either Liverpool or Manchester.", ["Liverpool"]) == 0.0
     assert answer_contains("Rome, the capital of Italy", ["Rome"]) == 1.0  # a comma is not a hedge
+    # A bare list of three or more names hedges whatever joins them; a sentence with commas does not.
+    assert answer_contains("Paris, London, Rome, Berlin", ["Paris"]) == 0.0
+    assert answer_token_recall("Paris, London and Rome.", ["Paris"]) == 0.0
+    assert answer_contains("Paris is the capital, the largest city, and the seat of government.", ["Paris"]) == 1.0
