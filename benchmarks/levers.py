@@ -106,7 +106,10 @@ def main() -> None:
                 {
                     "retrieve": t1 - t0,
                     "rerank": t2 - t1,
-                    "compress": comp.seconds,
+                    # Cold: what this context's compression costs from nothing, whichever earlier question
+                    # computed (and cached) some of its passages; the paid cost is kept beside it.
+                    "compress": comp.seconds if comp.cold_seconds is None else comp.cold_seconds,
+                    "compress_paid": comp.seconds,
                     "ttft": probe.ttft_s,  # None when the engine reported none: left out of means, never 0
                     "prefill": probe.prefill_s,
                     "tokens_in": comp.tokens_in,
@@ -173,7 +176,8 @@ def main() -> None:
         figures |= {
             f"{key}_realized_ratio": round(realized, 3),
             f"{key}_ttft_s": round(ttft, 4),
-            f"{key}_compress_s": round(comp_s, 4),
+            f"{key}_compress_s": round(comp_s, 4),  # cold
+            f"{key}_compress_paid_s": round(mean(name, "compress_paid"), 4),
             f"{key}_answer_recall": round(mean(name, "answer_recall"), 3),
             f"{key}_context_answer_recall": round(mean(name, "context_recall"), 3),
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,6 +49,7 @@ class VectorCache:
         self.embedder = embedder
         self.max_items = max_items
         self._vectors: dict[str, np.ndarray] = {}
+        self._seconds: dict[str, float] = {}
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of `texts`, embedding only those not seen before."""
@@ -55,8 +57,19 @@ class VectorCache:
         if missing:
             if len(self._vectors) + len(missing) > self.max_items:
                 self._vectors.clear()
-            self._vectors.update(zip(missing, self.embedder.embed_documents(missing), strict=True))
+                self._seconds.clear()
+            start = time.perf_counter()
+            vectors = self.embedder.embed_documents(missing)
+            share = (time.perf_counter() - start) / len(missing)
+            self._vectors.update(zip(missing, vectors, strict=True))
+            self._seconds.update(dict.fromkeys(missing, share))
         return np.stack([self._vectors[t] for t in texts])
+
+    def cold_seconds(self, texts: Sequence[str]) -> float:
+        """What the vectors of `texts` cost to compute from nothing: each text's share of the batch that
+        embedded it, measured then, whoever asked first (so the bill does not depend on the order of asking).
+        """
+        return sum(self._seconds.get(t, 0.0) for t in dict.fromkeys(texts))
 
 
 def bundled_minilm_path() -> Path:

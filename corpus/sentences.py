@@ -9,6 +9,7 @@ a sentence the table lacks is simply embedded at query time (and counted in the 
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,17 +34,22 @@ def chunk_sentences(texts: Sequence[str]) -> list[str]:
 
 
 def sentence_rows(texts: Sequence[str], embedder: Embedder) -> Any:
-    """An Arrow table (key, vector) of the sentences of `texts`, embedded in one call."""
+    """An Arrow table (key, vector, seconds) of the sentences of `texts`, embedded in one call; `seconds` is
+    each sentence's share of that call: what its vector cost at index time (the `pruned` compressor's bill).
+    """
     import pyarrow as pa
 
     sentences = chunk_sentences(texts)
+    start = time.perf_counter()
     vectors = np.asarray(embedder.embed_documents(sentences), dtype=np.float32).reshape(len(sentences), embedder.dim)
+    share = (time.perf_counter() - start) / max(1, len(sentences))
     return pa.Table.from_arrays(
         [
             pa.array([sentence_key(s) for s in sentences]),
             pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), embedder.dim),
+            pa.array([share] * len(sentences), type=pa.float64()),
         ],
-        names=["key", "vector"],
+        names=["key", "vector", "seconds"],
     )
 
 
@@ -72,18 +78,30 @@ class SentenceVectors:
 
     def lookup(self, sentences: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors of `sentences` by text (absent ones are left out)."""
+        return self.lookup_with_cost(sentences)[0]
+
+    def lookup_with_cost(self, sentences: Sequence[str]) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+        """Stored vectors of `sentences` by text, and what each cost to embed at index time (absent ones are
+        left out; an index from before the bill was stored reports no cost, 0).
+        """
         if self.table is None or not sentences:
-            return {}
+            return {}, {}
         keys = {sentence_key(s): s for s in sentences}
         where = "key IN (" + ", ".join(f"'{k}'" for k in keys) + ")"
         # Every match, however many copies a key has: the limit is only an upper bound for a filtered scan.
         everything = max(1, self.table.count_rows())
-        rows = self.table.search().where(where).select(["key", "vector"]).limit(everything).to_arrow()
+        billed = "seconds" in self.table.schema.names
+        columns = ["key", "vector", "seconds"] if billed else ["key", "vector"]
+        rows = self.table.search().where(where).select(columns).limit(everything).to_arrow()
         found: dict[str, np.ndarray] = {}
         vectors = rows.column("vector").to_numpy(zero_copy_only=False)
         for key, vector in zip(rows.column("key").to_pylist(), vectors, strict=True):
             found[keys[key]] = np.asarray(vector, dtype=np.float32)
-        return found
+        costs = dict.fromkeys(found, 0.0)
+        if billed:
+            for key, seconds in zip(rows.column("key").to_pylist(), rows.column("seconds").to_pylist(), strict=True):
+                costs[keys[key]] = float(seconds or 0.0)
+        return found, costs
 
 
 def add_sentences(db: Any, sentences: Any, rows: Any, full: bool) -> Any:
@@ -96,6 +114,8 @@ def add_sentences(db: Any, sentences: Any, rows: Any, full: bool) -> Any:
         sentences = open_sentences(db)
     if sentences is None or (full and first):  # a full build: a new version (the embedder may have changed)
         return db.create_table(SENTENCE_TABLE, data=rows, mode="overwrite")
+    if "seconds" not in sentences.schema.names:  # a table from before the index-time bill was stored
+        rows = rows.drop_columns(["seconds"])
     if full:  # a fresh table: duplicates across batches are few and harmless (content-addressed)
         sentences.add(rows)
     else:  # an incremental sync re-embeds changed documents: keep one row per sentence

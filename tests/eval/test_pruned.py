@@ -90,8 +90,50 @@ def _twin_reads_words(passages: list[str], question: str) -> bool:
     from eval.compress.extractive import PrunedCompressor
 
     class _NoStore:
-        def lookup(self, sentences: list[str]) -> dict:
-            return {}
+        def lookup_with_cost(self, sentences: list[str]) -> tuple[dict, dict]:
+            return {}, {}
 
     twin = PrunedCompressor(count_words, _SameVector(), _NoStore(), query_aware=False)  # type: ignore[arg-type]
     return twin.compress(passages, question, 2.0).kept == [1]
+
+
+class SlowEmbedder(HashEmbedder):
+    """Each document vector costs 5 ms, so what a compressor is billed for it can be checked."""
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        import time
+
+        time.sleep(0.005 * len(texts))
+        return super().embed_documents(texts)
+
+
+@pytest.mark.parametrize("name", ["extractive", "pruned"])
+def test_the_cold_bill_is_the_same_whichever_setting_or_question_asks_first(
+    name: str, tmp_path: Path, tiny_corpus: Path
+) -> None:
+    """Sentence vectors are shared across settings and questions; each sample's cold cost still counts every
+    vector it uses (embedded here or at index time), so it does not depend on the order of the grid."""
+    index = tmp_path / "idx.lancedb"
+    sync_index(
+        load_documents(tiny_corpus), SentenceChunker(), SlowEmbedder(), index, IndexOptions(sentence_vectors=True)
+    )
+    passages = [d.text for d in load_documents(tiny_corpus)]
+    questions = ["Which river flows into the Mediterranean Sea?", "How high is K2?"]
+
+    def bills(order: list[tuple[int, int]]) -> dict[tuple[int, int], tuple[float, float]]:
+        deps = CompressorDeps(count_tokens=count_words, embedder=SlowEmbedder(), index_path=index)
+        comp = COMPRESSORS.build(COMPRESSORS.spec(name), deps)  # a fresh sweep: nothing cached in memory
+        out = {}
+        for k, q in order:
+            r = comp.compress(passages[:k], questions[q], 2.0)
+            out[k, q] = (r.seconds, r.cold_seconds)
+        return out
+
+    small_first = bills([(2, 0), (5, 0), (2, 1), (5, 1)])
+    large_first = bills([(5, 1), (2, 1), (5, 0), (2, 0)])
+    for key, (_, cold) in small_first.items():
+        n = len(chunk_sentences(passages[: key[0]]))
+        assert cold >= 0.005 * n  # every sentence vector is on the bill ...
+        assert cold == pytest.approx(large_first[key][1], abs=0.002 * n)  # ... whatever ran before
+    if name == "extractive":  # paid: what this request spent; the second user of a sentence pays nothing for it
+        assert small_first[5, 1][0] < small_first[5, 1][1] - 0.004 * len(chunk_sentences(passages))
