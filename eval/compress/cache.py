@@ -66,8 +66,9 @@ class MemoryCache:
 class LanceCompressionCache:
     """A `compressions_v2` table next to the chunks in the index's LanceDB folder.
 
-    Entries are loaded once and new ones are written with one merge per `flush`, so a reader
-    never sees half a batch; entries are keyed by content, so concurrent writers cannot conflict.
+    Entries are loaded once and new ones are written with one merge on the key per `flush`, so a reader
+    never sees half a batch; entries are keyed by content, so concurrent writers write the same entry, and
+    where both inserted it, every reader picks the same copy.
     """
 
     def __init__(self, index_path: Path) -> None:
@@ -85,12 +86,17 @@ class LanceCompressionCache:
         rows = self.table.to_arrow() if self.table.count_rows() else None
         self.items: dict[str, Cached] = {}
         if rows is not None:
-            for key, text, seconds in zip(
-                rows.column("key").to_pylist(),
-                rows.column("text").to_pylist(),
-                rows.column("seconds").to_pylist(),
-                strict=True,
+            for key, text, seconds in sorted(
+                zip(
+                    rows.column("key").to_pylist(),
+                    rows.column("text").to_pylist(),
+                    rows.column("seconds").to_pylist(),
+                    strict=True,
+                ),
+                reverse=True,
             ):
+                # Two workers that computed one key at once may both have inserted it (lance-format/lance#4585):
+                # the same entry is chosen in every process (the lowest text, then seconds).
                 self.items[key] = Cached(text, seconds)
         self.pending: dict[str, Cached] = {}
 

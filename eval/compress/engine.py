@@ -90,5 +90,8 @@ def _engine_lingua(config: EngineLinguaConfig, deps: CompressorDeps) -> Compress
     if deps.scorer is None:
         raise CribsheetError("compressor 'engine-lingua' needs a vLLM engine that scores tokens")
     code = code_version(EngineLinguaCompressor, CachedAgnosticCompressor)
-    identity = compressor_identity("engine-lingua", config.model_dump(), deps.scorer_model, code)
+    # The scorer engine's resolved dtype is part of what it computes (bfloat16 and float32 logprobs differ).
+    precision = getattr(deps.scorer, "precision", None)
+    config_here = config.model_dump() | {"scorer_dtype": precision}
+    identity = compressor_identity("engine-lingua", config_here, deps.scorer_model, code)
     return EngineLinguaCompressor(deps.count_tokens, deps.scorer, config.keep_numbers, deps.cache, identity)

@@ -209,8 +209,13 @@ def _llmlingua(config: LLMLinguaConfig, deps: CompressorDeps) -> Compressor:
     """LLMLingua per passage, query-agnostic, cached by content."""
     model = config.model or deps.default_model
     pc = deps.prompt_compressor(config.model, config.device, config.dtype, load_prompt_compressor)
+    # The dtype it runs at here, not "auto": a bfloat16 machine's compressions (and timings) are not a
+    # float32 machine's.
+    resolved = config.model_dump() | {
+        "dtype": str(compressor_dtype(config.dtype, config.device)).removeprefix("torch.")
+    }
     identity = compressor_identity(
-        "llmlingua", config.model_dump(), model, code_version(LLMLinguaCompressor, CachedAgnosticCompressor)
+        "llmlingua", resolved, model, code_version(LLMLinguaCompressor, CachedAgnosticCompressor)
     )
     return LLMLinguaCompressor(deps.count_tokens, pc, config.agnostic_window, deps.cache, identity)
 

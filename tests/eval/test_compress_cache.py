@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from eval.compress.cache import MemoryCache, cache_key
 from eval.compress.identity import code_version, compressor_identity, weights_fingerprint
 from eval.compress.lingua import LLMLinguaConfig
@@ -46,16 +48,47 @@ def test_every_part_of_the_identity_changes_the_key(tmp_path: Path) -> None:
     assert cache_key(base, 4.0, "passage") == key
 
 
-def test_weights_fingerprint_reads_only_the_edges_of_large_files(tmp_path: Path) -> None:
+def test_weights_fingerprint_reads_every_byte_and_a_missing_hub_id_has_none(tmp_path: Path) -> None:
     big = tmp_path / "big"
     big.mkdir()
     blob = bytearray(b"\x00" * (3 << 20))
     (big / "model.safetensors").write_bytes(bytes(blob))
     before = weights_fingerprint(str(big))
-    blob[-10] = 1  # a change in the last MiB
+    blob[len(blob) // 2] = 1  # a change in the middle, far from both ends
     (big / "model.safetensors").write_bytes(bytes(blob))
     assert weights_fingerprint(str(big)) != before
-    assert weights_fingerprint("HuggingFaceTB/SmolLM2-135M-Instruct") is None  # a hub id: path identity only
+    assert weights_fingerprint("no-such-org/no-such-model") is None  # no local snapshot to hash
+
+
+def test_the_key_holds_the_resolved_dtype_and_the_library_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    from eval.compress import COMPRESSORS, CompressorDeps, lingua
+    from eval.compress import identity as ident
+
+    def llmlingua_identity() -> str:
+        deps = CompressorDeps(count_tokens=len, default_model="m", load_prompt_compressor=lambda *a: object())
+        return COMPRESSORS.build(COMPRESSORS.spec("llmlingua"), deps).identity  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(lingua, "auto_cpu_precision", lambda device: "bfloat16")
+    on_bf16 = llmlingua_identity()
+    assert llmlingua_identity() == on_bf16
+    monkeypatch.setattr(lingua, "auto_cpu_precision", lambda device: "float32")
+    on_fp32 = llmlingua_identity()
+    assert on_fp32 != on_bf16  # "auto" means another dtype on another CPU: another key
+    monkeypatch.setattr(ident, "library_versions", lambda: {"llmlingua": "0.2.3", "transformers": "5.19.0"})
+    assert llmlingua_identity() != on_fp32
+
+
+def test_duplicate_keys_from_concurrent_writers_load_the_same_entry_everywhere(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from eval.compress.cache import Cached, LanceCompressionCache
+
+    cache = LanceCompressionCache(tmp_path)
+    rows = {"key": ["k", "k"], "text": ["same", "same"], "seconds": [2.0, 1.0]}
+    for order in (slice(None), slice(None, None, -1)):  # written in either order ...
+        cache.table.delete("true")
+        cache.table.add(pa.table({c: v[order] for c, v in rows.items()}))
+        assert LanceCompressionCache(tmp_path).get("k") == Cached("same", 1.0)  # ... read back the same
 
 
 def test_a_changed_compressor_misses_the_shared_cache() -> None:
