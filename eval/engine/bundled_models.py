@@ -36,14 +36,31 @@ def smollm2_dir(cache_dir: Path | None = None) -> Path:
     """Hugging Face folder of SmolLM2-135M-Instruct, converting the GGUF on first use.
 
     Idempotent and atomic: the folder is written under a temporary name, gets a completion marker,
-    and is renamed into place; a folder without the marker (an interrupted run) is never trusted.
+    and is renamed into place; a folder without the marker (an interrupted run) is never trusted. The
+    conversion holds a file lock, so processes starting together (Ray workers on one node) convert once and
+    none replaces the folder another is already loading.
     """
+    from filelock import FileLock
+
     target = (cache_dir or default_cache_dir()) / "smollm2-135m-instruct"
     gguf = bundled_gguf()
     stamp = {"source": str(gguf.name), "size": gguf.stat().st_size, "format": "hf-bf16"}
-    marker = target / DONE_MARKER
-    if marker.is_file() and json.loads(marker.read_text()) == stamp:
+    if _converted(target, stamp):
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target.with_name(f".{target.name}.lock"))):
+        if not _converted(target, stamp):  # another process may have converted it while we waited
+            _convert(gguf, target, stamp)
+    return target
+
+
+def _converted(target: Path, stamp: dict[str, object]) -> bool:
+    marker = target / DONE_MARKER
+    return marker.is_file() and json.loads(marker.read_text()) == stamp
+
+
+def _convert(gguf: Path, target: Path, stamp: dict[str, object]) -> None:
+    """Write the Hugging Face folder under a temporary name, then rename it into place."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig  # heavy: keep inside
 
@@ -56,9 +73,8 @@ def smollm2_dir(cache_dir: Path | None = None) -> Path:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / DONE_MARKER).write_text(json.dumps(stamp))
-        if target.exists():
+        if target.exists():  # an older or unfinished conversion, under the lock: no one is loading it
             shutil.rmtree(target)
         tmp.rename(target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return target

@@ -47,10 +47,17 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
             )
             policy = policy.model_copy(update={"latency": None})
             mismatch = mismatch or "latency cannot be compared across different hardware; rerun both on one machine"
+    base_rows, cand_rows = store.paired_samples(base_ref, cand_ref)
+    machines = {r.get("hardware_sha256") for rows in (base_rows, cand_rows) for r in rows.values()} - {None}
+    if policy.latency and len(machines) > 1:
+        # Rows timed on different machines (Ray workers on unlike nodes) compare the machines, not the settings.
+        notes.append(f"latency not compared: the samples were timed on {len(machines)} different machines")
+        policy = policy.model_copy(update={"latency": None})
+        mismatch = mismatch or "latency cannot be compared across different hardware; rerun on like machines"
     if mismatch:
         decision = GateDecision.make("undecided", [mismatch], labels, policy)
     else:
-        decision = decide(*store.paired_samples(base_ref, cand_ref), policy, labels)
+        decision = decide(base_rows, cand_rows, policy, labels)
     decision = decision.model_copy(update={"notes": notes})
     report = request.report_path
     if report is not None:

@@ -38,6 +38,8 @@ class SampleKey(Part):
     layout: str
     output: str = "text"
     answer_cache: float | None = None
+    hardware_sha256: str | None = None
+    engine_precision: str | None = None
 
 
 class RetrievalPart(Part):

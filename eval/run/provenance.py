@@ -167,6 +167,12 @@ def hardware() -> dict[str, object]:
     }
 
 
+def hardware_digest() -> tuple[str, str]:
+    """`hardware()` of the machine running this, as stored JSON, and its sha256."""
+    hw = dumps(hardware())
+    return hw, hashlib.sha256(hw.encode()).hexdigest()
+
+
 def new_run_id() -> str:
     """A sortable, unique run id: UTC start time plus a random suffix."""
     return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
@@ -182,6 +188,7 @@ def run_row(
     """The `runs` row of a sweep that starts now: config, code, data and package versions."""
     commit, dirty = git_state()
     diff = git_diff_sha256() if dirty else None
+    machine = hardware_digest()
     row = RunRow(
         run_id=run_id,
         started_at=dt.datetime.now(dt.UTC),
@@ -201,8 +208,8 @@ def run_row(
         code_sha256=code_sha256(),
         n_questions=n_questions,
         n_settings=n_settings,
-        hardware_json=(hw := dumps(hardware())),
-        hardware_sha256=hashlib.sha256(hw.encode()).hexdigest(),
+        hardware_json=machine[0],
+        hardware_sha256=machine[1],
         pid=os.getpid(),
         host=socket.gethostname(),
         resumes=0,

@@ -24,6 +24,7 @@ from eval.run.citations import CITED_INSTRUCTION
 from eval.run.draft import CompressionPart, RetrievalPart, SampleDraft, SampleKey
 from eval.run.generation import generate_setting, reset_and_warm
 from eval.run.probes import probe_drafts
+from eval.run.provenance import hardware_digest
 from eval.run.scoring import judge_drafts, retrieval_scores
 from eval.run.wiring import Components
 from eval.settings import Setting, SweepConfig, setting_json
@@ -70,6 +71,12 @@ class SettingRunner:
     prefix: str = ""
     layout: PromptLayout | None = None
     checker: ClaimChecker | None = None
+    measured_on: str | None = None
+    """sha256 of this process's machine (on Ray: the worker's), stamped on every row it computes."""
+
+    def machine(self) -> tuple[str | None, str | None]:
+        """(hardware sha256, engine precision) of the process computing the rows."""
+        return self.measured_on, getattr(self.comps.generator, "precision", None)
 
     def timed(self, stage: str, fn: Callable[[], T]) -> T:
         """Run `fn`, adding its wall time to `stage`."""
@@ -84,6 +91,7 @@ class SettingRunner:
         self.layout = PromptLayout(getattr(self.comps.generator, "tokenizer", None))
         self.prefix = self.layout.stable_prefix()
         self.checker = ClaimChecker(self.comps.embedder)  # one per runner: its embedding cache spans settings
+        self.measured_on = hardware_digest()[1]
         return self.timed("warm", lambda: self.comps.generator.warm(self.prefix))
 
     def compute(self, setting: Setting, index: int = 1, total: int = 1) -> SettingOutput:
@@ -153,15 +161,16 @@ class SettingRunner:
         stored = setting_json(setting, self.config.component_specs(setting))
         drafts: list[SampleDraft] = []
         instruction = CITED_INSTRUCTION if setting.output == "cited-json" else ""
+        setting_hash, machine = self.config.setting_hash(setting), self.machine()
         for i, q in enumerate(self.questions, start=1):
+            sample = _sample_key(self.run_id, setting, setting_hash, stored, q, machine)
             if served and q.id in served:  # answered from the cache: no retrieval, compression or prompt
-                hit_key = _sample_key(self.run_id, setting, self.config.setting_hash(setting), stored, q)
-                drafts.append(SampleDraft(key=hit_key, retrieval=RetrievalPart(), gold_docs=list(q.gold_doc_ids)))
+                drafts.append(SampleDraft(key=sample, retrieval=RetrievalPart(), gold_docs=list(q.gold_doc_ids)))
                 continue
             key = (setting.retrieval, setting.reranker, q.id)
             hits = self.ranked[key][: setting.top_k]
             draft = SampleDraft(
-                key=_sample_key(self.run_id, setting, self.config.setting_hash(setting), stored, q),
+                key=sample,
                 retrieval=RetrievalPart(
                     retrieve_seconds=self.retrieve_s[setting.retrieval, q.id],
                     rerank_seconds=self.rerank_s[key],
@@ -205,7 +214,9 @@ class SettingRunner:
         return drafts
 
 
-def _sample_key(run_id: str, setting: Setting, setting_hash: str, stored: str, q: Question) -> SampleKey:
+def _sample_key(
+    run_id: str, setting: Setting, setting_hash: str, stored: str, q: Question, machine: tuple[str | None, str | None]
+) -> SampleKey:
     return SampleKey(
         run_id=run_id,
         setting_hash=setting_hash,
@@ -215,5 +226,7 @@ def _sample_key(run_id: str, setting: Setting, setting_hash: str, stored: str, q
         question=q.question,
         answerable=q.answerable,
         gold_answers=dumps(q.answers),
+        hardware_sha256=machine[0],
+        engine_precision=machine[1],
         **setting.model_dump(),  # the setting's fields as columns, as in `provenance.setting_rows`
     )

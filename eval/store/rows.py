@@ -187,6 +187,12 @@ class SampleRow(Row):
     answer_cut: bool | None = None
     """The engine stopped at the token limit mid-answer (its last sentence is unfinished; NULL: not known)."""
 
+    hardware_sha256: str | None = None
+    """The machine that computed and timed this row (a Ray worker's, not the driver's): CPU model and flags,
+    cores, GPUs, as in `runs.hardware_json`. The gate compares latency only within one machine."""
+    engine_precision: str | None = None
+    """The dtype of the engine that generated this row, on that machine."""
+
 
 class SettingRow(Row):
     """One setting of a run, with its fields as columns (so analysts can filter without parsing JSON)."""

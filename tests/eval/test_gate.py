@@ -279,3 +279,18 @@ def test_latency_needs_the_policys_probe_count(store: DuckDBStore) -> None:
     assert d.decision == "undecided" and d.latency is None
     assert any(f"the policy needs {N + 1}" in r and "--probe-questions" in r for r in d.reasons), d.reasons
     assert gate(store, "base", "fast", POLICY, run="r1").decision == "pass"
+
+
+def test_latency_timed_on_two_machines_inside_one_run_is_not_compared(store: DuckDBStore) -> None:
+    """On Ray, rows of one run may be timed by workers on unlike nodes: the run's (driver's) hardware says
+    nothing about them; each row's own machine decides."""
+    base = baseline_values()
+    fill(store, "r1", {"base": base, "cand": dict(base)}, hardware='{"cpu": "EPYC", "cores": 2}')
+    assert gate(store, "base", "cand", POLICY, run="r1").latency is not None  # rows without a machine: as before
+    with store.transaction() as con:  # the candidate's rows were timed by a worker on another machine
+        con.execute("UPDATE samples SET hardware_sha256 = 'node-a' WHERE setting_name = 'base'")
+        con.execute("UPDATE samples SET hardware_sha256 = 'node-b' WHERE setting_name = 'cand'")
+    d = gate(store, "base", "cand", POLICY, run="r1")
+    assert d.decision == "undecided" and d.latency is None
+    assert "latency cannot be compared across different hardware" in d.reasons[0]
+    assert any("timed on 2 different machines" in n for n in d.notes)
