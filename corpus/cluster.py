@@ -21,7 +21,10 @@ from corpus.registry import Registry
 
 
 class RayOptions(BaseModel):
-    """Where and how wide a job runs on Ray. Not part of any config hash: rows do not depend on it."""
+    """Where and how wide a job runs on Ray. Not part of the config hash (answers do not depend on it), but
+    part of a sweep's fingerprint and reuse key: latency measured by 2 workers on 1 core each is not latency
+    measured by 1 process on 2 cores.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from corpus.cluster import RayOptions
 from corpus.models import Question
 from corpus.retrieve import IndexIdentity
 from eval.settings import Setting, SweepConfig, setting_json
@@ -98,6 +99,7 @@ def run_fingerprint(row: RunRow, diff_sha256: str | None, config_digest: str | N
         str(diff_sha256),
         row.package_versions,
         str(row.hardware_sha256),
+        str(row.ray_options),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
@@ -184,6 +186,7 @@ def run_row(
     n_questions: int,
     n_settings: int,
     index: IndexIdentity,
+    ray: RayOptions | None = None,
 ) -> RunRow:
     """The `runs` row of a sweep that starts now: config, code, data and package versions."""
     commit, dirty = git_state()
@@ -206,6 +209,7 @@ def run_row(
         index_sha256=index.index_sha256,
         index_build_id=index.build_id or None,
         code_sha256=code_sha256(),
+        ray_options=ray.model_dump_json() if ray is not None else None,
         n_questions=n_questions,
         n_settings=n_settings,
         hardware_json=machine[0],

@@ -90,7 +90,7 @@ def run_sweep(
     try:
         store = DuckDBStore(config.store_path)
         new = new_run_id()
-        row = run_row(new, config, len(questions), len(settings), ident)
+        row = run_row(new, config, len(questions), len(settings), ident, ray if on_ray else None)
         claim = claim_run(
             store,
             row,

@@ -80,6 +80,9 @@ class RunRow(Row):
     than the takeover timeout may be taken over from any machine."""
     taken_over_from: str | None = None
     """`pid@host` of the process whose silent run this one took over (NULL: never taken over)."""
+    ray_options: str | None = None
+    """JSON of the Ray options the settings were computed under (workers, CPUs and GPUs per worker, address);
+    NULL when computed in one process. Part of the fingerprint: it shapes the latency columns."""
 
 
 class SampleRow(Row):
