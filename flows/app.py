@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -55,6 +57,24 @@ def prepare_environment() -> None:
     # Scheduled deployments run through a worker and keep Prefect's normal logging.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
     quiet_offline_env()
+
+
+@contextmanager
+def reachable_prefect() -> Iterator[None]:
+    """A Prefect API that cannot be reached is a one-line user error, not a traceback (the store is written
+    in transactions, so nothing half-written is left behind).
+    """
+    from corpus.errors import CribsheetError
+
+    try:
+        yield
+    except RuntimeError as exc:
+        if "Failed to reach API" not in str(exc):
+            raise
+        where = os.environ.get("PREFECT_API_URL")
+        raise CribsheetError(
+            f"{exc}: start that Prefect server, or unset PREFECT_API_URL (now {where}) to run on a temporary one"
+        ) from None
 
 
 def error_message(exc: BaseException) -> str:

@@ -23,6 +23,7 @@ from flows.app import (
     error_message,
     prepare_environment,
     ray_options,
+    reachable_prefect,
 )
 from flows.options import engine_knobs, judge_overrides, parse_answer_cache, parse_compression, suffix_pair
 from flows.terminal import (
@@ -95,7 +96,7 @@ def index(
         config = load_config(IndexConfig, config_file, overrides)
         check_source(config.source)  # a bad corpus fails here, before a model loads or a flow starts
         log = log_path(config.index_path.parent, "index")
-        with engine_log(log), progress():
+        with engine_log(log), progress(), reachable_prefect():
             rep = index_flow(config, ray=ray_options(workers, ray_address, gpus_per_worker))
     except (CribsheetError, ValueError) as exc:
         fail(error_message(exc))
@@ -209,7 +210,7 @@ def sweep(
         config = load_config(SweepConfig, config_file, overrides)  # names are checked here, before any model loads
         check_sweep(config)  # and the questions and the index, before a flow starts
         log = log_path(config.store_path.parent, "sweep")
-        with engine_log(log), progress():
+        with engine_log(log), progress(), reachable_prefect():
             result = sweep_flow(
                 config, resume=resume, reuse=reuse, ray=ray_options(workers, ray_address, gpus_per_worker)
             )
@@ -266,7 +267,7 @@ def demo(
 
     log = log_path(workdir, "demo")
     try:
-        with engine_log(log), progress():
+        with engine_log(log), progress(), reachable_prefect():
             result = demo_flow(workdir, datasets_dir, limit)
     except CribsheetError as exc:
         fail(str(exc), log=log)

@@ -193,6 +193,12 @@ def _fake_generator(config: FakeGeneratorConfig, deps: GeneratorDeps) -> Generat
     return ExtractingGenerator(fail=config.fail)
 
 
+@GENERATORS.register("fake-dead", FakeGeneratorConfig)
+def _dead_generator(config: FakeGeneratorConfig, deps: GeneratorDeps) -> Generator:
+    """An engine that died: every batch raises (tests and the fault suite only)."""
+    return ExtractingGenerator(fail=True)
+
+
 @COMPRESSORS.register("halving", HalvingConfig)
 def _halving(config: HalvingConfig, deps: CompressorDeps) -> Compressor:
     """Keeps every other word (tests only)."""

@@ -13,9 +13,9 @@ CLI = [sys.executable, "-m", "flows.cli"]
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+def run(*args: str, tmp: Path, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_LOGGING_LEVEL"}  # as a user's shell has it
-    env |= {"PREFECT_HOME": str(tmp / "prefect"), "COLUMNS": "200"}
+    env |= {"PREFECT_HOME": str(tmp / "prefect"), "COLUMNS": "200"} | (extra_env or {})
     return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
 
 
@@ -150,3 +150,45 @@ def test_config_file_with_flag_override_and_named_errors(tmp_path: Path, tiny_qu
 )
 def test_bad_judge_flags_one_line_error_before_any_model_loads(tmp_path: Path, flags: list[str], expected: str) -> None:
     assert expected in _refused_sweep(tmp_path, '{"id": "q1", "question": "?", "answers": ["a"]}\n', *flags)
+
+
+def _fake_sweep_config(tmp_path: Path, tiny_corpus: Path, tiny_questions: Path, store: Path) -> Path:
+    """A sweep config over a hash-embedded index and the fake generator (registered via CRIBSHEET_PLUGINS)."""
+    from corpus.chunk import SentenceChunker
+    from corpus.index import sync_index
+    from tests.fakes import HashEmbedder
+    from tests.helpers import load_documents
+
+    index = tmp_path / "idx.lancedb"
+    sync_index(load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), index)
+    config = tmp_path / "sweep.yaml"
+    config.write_text(
+        f"index_path: {index}\nquestions_path: {tiny_questions}\nstore_path: {store}\nembedder: hash\n"
+        "generator: {name: fake}\n"
+    )
+    return config
+
+
+@pytest.mark.parametrize("content", [b"col1,col2\n1,2\n", b"DUCK" * 100])
+def test_a_broken_results_file_is_one_line_error_before_any_flow_and_left_untouched(
+    tmp_path: Path, tiny_corpus: Path, tiny_questions: Path, content: bytes
+) -> None:
+    store = tmp_path / "r.duckdb"
+    store.write_bytes(content)
+    config = _fake_sweep_config(tmp_path, tiny_corpus, tiny_questions, store)
+    proc = run("sweep", "--config", str(config), tmp=tmp_path, extra_env={"CRIBSHEET_PLUGINS": "tests.fakes"})
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "cannot open results store" in lines[0], proc.stderr
+    assert store.read_bytes() == content and not list((tmp_path / "prefect").glob("*.db"))
+
+
+def test_an_unreachable_prefect_api_is_one_line_error_and_nothing_is_written(
+    tmp_path: Path, tiny_corpus: Path, tiny_questions: Path
+) -> None:
+    store = tmp_path / "r.duckdb"
+    config = _fake_sweep_config(tmp_path, tiny_corpus, tiny_questions, store)
+    unreachable = {"CRIBSHEET_PLUGINS": "tests.fakes", "PREFECT_API_URL": "http://127.0.0.1:9/api"}
+    proc = run("sweep", "--config", str(config), tmp=tmp_path, extra_env=unreachable)
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and "error" in line]
+    assert proc.returncode == 2 and len(lines) == 1 and "Failed to reach API at http://127.0.0.1:9/api" in lines[0]
+    assert not store.exists()

@@ -1,5 +1,6 @@
-"""What a sweep can check before any model loads or any flow starts: the question file parses, the index
-exists and has what the grid needs. A mistake seen here costs a second, not an engine start.
+"""What a sweep can check before any model loads or any flow starts: the question file parses, an existing
+results file opens, the index exists and has what the grid needs. A mistake seen here costs a second, not
+an engine start.
 """
 
 from __future__ import annotations
@@ -8,11 +9,14 @@ from corpus.table import read_spec
 from eval.compress.extractive import NEEDS_SENTENCE_VECTORS, missing_sentence_vectors
 from eval.run.sweep import load_questions
 from eval.settings import SweepConfig
+from eval.store import DuckDBStore
 
 
 def check_sweep(config: SweepConfig) -> None:
     """Raise the first input error the sweep would meet later (a one-line CribsheetError naming the file)."""
     load_questions(config)
+    if config.store_path.exists():  # an existing results file must open (not truncated, not something else)
+        DuckDBStore(config.store_path, read_only=True).query("SELECT 1")
     spec = read_spec(config.index_path)
     for name in sorted({c.compressor for c in config.grid.compressions} & NEEDS_SENTENCE_VECTORS):
         if not spec.sentence_vectors:
