@@ -209,32 +209,16 @@ def two_writers(s: Suite) -> Row:
 
 
 def vanished_host(s: Suite) -> Row:
-    import datetime as dt
-
     from eval.run.provenance import new_run_id
     from eval.run.resume import claim_run
     from eval.store import DuckDBStore
     from eval.store.rows import RunRow
+    from tests.eval.test_store import _run
 
     path = s.work / "vanished.duckdb"
 
     def row(run_id: str, pid: int, host: str) -> RunRow:
-        return RunRow(
-            run_id=run_id,
-            started_at=dt.datetime.now(dt.UTC),
-            status="running",
-            config_json="{}",
-            config_hash="h",
-            package_versions="{}",
-            questions_path="q",
-            questions_sha256="s",
-            index_path="i",
-            n_questions=1,
-            n_settings=1,
-            fingerprint="same inputs",
-            pid=pid,
-            host=host,
-        )
+        return _run(run_id).model_copy(update={"fingerprint": "same inputs", "pid": pid, "host": host})
 
     DuckDBStore(path).start_run(row("ghost", 4242, "a-container-that-no-longer-exists"))
     try:

