@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,10 @@ def sync_index(
             RayBatches(ray, embedder_ref or "", chunker.config, spec) if ray else LocalBatches(chunker, embedder, spec)
         )
         report = _sync(docs, pool, path, spec, opts, full, progress, build_id)
+    except NoDocumentsError as exc:
+        if created and path.exists():
+            shutil.rmtree(path, ignore_errors=True)
+        raise CribsheetError(_nothing_usable(str(exc), path, skipped)) from None
     except BaseException:
         if created and path.exists():  # a first build that failed leaves no half-written folder behind
             shutil.rmtree(path, ignore_errors=True)
@@ -108,6 +114,21 @@ def sync_index(
     )
     (path / REPORT_FILE).write_text(report.model_dump_json(indent=2))
     return report
+
+
+class NoDocumentsError(CribsheetError):
+    """Every input was skipped."""
+
+
+def _nothing_usable(message: str, path: Path, skipped: Sequence[Skipped]) -> str:
+    """One line: what was skipped by kind, the first reasons, and where the whole skip list was written."""
+    report = path.with_name(f"{path.name}.skipped.json")
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(json.dumps([s.model_dump() for s in skipped], indent=1))
+    kinds = Counter(s.kind for s in skipped)
+    counts = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "nothing read"
+    first = "; ".join(f"{s.source}: {s.reason}" for s in skipped[:3])
+    return f"{message} ({counts}{'; first: ' + first if first else ''}); every skipped input: {report}"
 
 
 def _existing_spec(path: Path) -> IndexSpec | None:
@@ -189,7 +210,7 @@ def _sync(
     if progress:
         progress(len(seen), len(seen))
     if not seen:
-        raise CribsheetError("the corpus has no usable documents (see the skipped list)")
+        raise NoDocumentsError("the corpus has no usable documents")
     n_chunks = table.count_rows()
     if full or counts["added"] or counts["changed"] or gone:
         _refresh_indices(table, n_chunks, opts, compact=not full)

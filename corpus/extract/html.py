@@ -5,6 +5,7 @@ marks it; table rows keep their cells apart.
 
 from __future__ import annotations
 
+import codecs
 import importlib.metadata
 import re
 from typing import Any
@@ -16,7 +17,6 @@ from corpus.extract.base import (
     Extraction,
     ExtractionError,
     Extractor,
-    decode_text,
     squash,
 )
 from corpus.registry import NoConfig
@@ -131,12 +131,22 @@ class LxmlHtmlExtractor:
         self.version = f"lxml-{importlib.metadata.version('lxml')}"
 
     def extract(self, data: bytes, source: str) -> Extraction:
-        """Parse the page, drop boilerplate, walk the main content."""
+        """Parse the page (from its bytes, in its declared or detected encoding), drop boilerplate, walk the
+        main content.
+        """
         import lxml.html
 
-        text = decode_text(data)
+        encoding = html_encoding(data)
+        data = data.removeprefix(codecs.BOM_UTF8)  # libxml2 is told the encoding; the mark itself is no text
         try:
-            doc = lxml.html.document_fromstring(text) if text.strip() else None
+            text = data.decode(encoding)
+        except (UnicodeDecodeError, LookupError) as exc:
+            raise ExtractionError(f"not valid {encoding} ({exc})") from None
+        try:
+            # Bytes, not str: an XHTML page starts with an XML declaration naming its encoding, which lxml
+            # refuses on a str ("Unicode strings with encoding declaration are not supported").
+            parser = lxml.html.HTMLParser(encoding=encoding)
+            doc = lxml.html.document_fromstring(data, parser=parser) if text.strip() else None
         except Exception as exc:  # lxml raises ParserError and others on hopeless input
             raise ExtractionError(f"could not parse HTML: {type(exc).__name__}: {exc}") from None
         if doc is None:
@@ -152,6 +162,34 @@ class LxmlHtmlExtractor:
         walker.walk(main)
         parser_text = " ".join(t for t in main.itertext() if t.strip())
         return Extraction(title=title, blocks=walker.blocks, parser_text=parser_text)
+
+
+_DECLARED = re.compile(rb"""<\?xml[^>]*encoding=["']([\w.:-]+)["']|<meta[^>]+charset=["']?([\w.:-]+)""", re.IGNORECASE)
+_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def html_encoding(data: bytes) -> str:
+    """The encoding of an HTML page: its byte-order mark, else the encoding its XML declaration or meta
+    charset names (in the first 4 KiB), else UTF-8 when the bytes are valid UTF-8, else Windows-1252 (what
+    browsers assume for an undeclared legacy page). Binary content is an ExtractionError.
+    """
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            return name
+    if b"\x00" in data[:8192]:
+        raise ExtractionError("binary content")
+    declared = _DECLARED.search(data[:4096])
+    if declared:
+        name = (declared.group(1) or declared.group(2)).decode("ascii").lower()
+        try:
+            return codecs.lookup(name).name
+        except LookupError:
+            pass  # an unknown name: detect as if none were declared
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "cp1252"
+    return "utf-8"
 
 
 @EXTRACTORS.register("html", NoConfig)

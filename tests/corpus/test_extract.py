@@ -3,6 +3,7 @@ bad files as skips with reasons, coverage, and section paths from the file to th
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
 from pathlib import Path
@@ -251,3 +252,61 @@ def test_sphinx_class_directive_and_a_failed_directive_keep_their_text() -> None
     text = render(found.blocks).text
     assert "Client(a=1, *, b=None)" in text and "A test client that keeps its body." in text
     assert "Caption of a broken figure." in text and "Caption of a broken figure." in found.parser_text
+
+
+DOCBOOK = """<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN" "http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">
+<html xmlns="http://www.w3.org/1999/xhtml"><head><title>Chapter 2. First steps</title></head>
+<body><div class="chapter"><h2 class="title">2.1. Workflow for Debian package building</h2>
+<p>The <code>debuild</code> command wraps dpkg-buildpackage and lintian, café included.</p></div></body></html>
+"""
+
+
+@pytest.mark.parametrize(
+    ("data", "encoding"),
+    [
+        (DOCBOOK.encode("utf-8"), "utf-8"),  # DocBook XHTML: an XML declaration lxml refuses on a str
+        (
+            DOCBOOK.replace('encoding="UTF-8"', 'encoding="ISO-8859-1"').encode("latin-1"),
+            "iso8859-1",
+        ),
+        (b'<html><head><meta charset="windows-1252"></head><body><p>Caf\xe9 au lait.</p></body></html>', "cp1252"),
+        (b"<html><body><p>Caf\xe9 au lait, undeclared.</p></body></html>", "cp1252"),  # not UTF-8: a legacy page
+        (codecs.BOM_UTF16_LE + "<html><body><p>Café au lait.</p></body></html>".encode("utf-16-le"), "utf-16"),
+    ],
+)
+def test_html_is_parsed_from_bytes_in_its_declared_or_detected_encoding(data: bytes, encoding: str) -> None:
+    from corpus.extract.html import LxmlHtmlExtractor, html_encoding
+
+    assert html_encoding(data) == encoding
+    found = LxmlHtmlExtractor().extract(data, "page.html")
+    text = " ".join(b.text for b in found.blocks)
+    assert "Caf\u00e9" in text or "café" in text
+    if data.startswith(b"<?xml"):
+        assert found.title == "Chapter 2. First steps" and "debuild" in text and "Workflow for Debian" in text
+
+
+def test_a_corpus_with_nothing_usable_says_what_was_skipped_and_writes_the_list(tmp_path: Path) -> None:
+    from corpus.errors import CribsheetError
+    from corpus.sources import SkipLog
+    from tests.fakes import HashEmbedder
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.html").write_bytes(b"\x00\x01binary")
+    (tree / "b.html").write_bytes(b"<html><body></body></html>")
+    skips = SkipLog()
+    index = tmp_path / "idx.lancedb"
+    with pytest.raises(CribsheetError) as info:
+        sync_index(
+            iter_documents(SourceConfig(path=tree), skips),
+            SentenceChunker(),
+            HashEmbedder(),
+            index,
+            skipped=skips.items,
+        )
+    message = str(info.value)
+    assert message.startswith("the corpus has no usable documents (") and "\n" not in message
+    assert "1 empty" in message and "1 failed" in message and "a.html: " in message
+    listed = json.loads((tmp_path / "idx.lancedb.skipped.json").read_text())
+    assert sorted(s["kind"] for s in listed) == ["empty", "failed"] and not index.exists()
