@@ -26,7 +26,10 @@ def stored(bundled_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple
 
     index_flow(IndexConfig(source=SourceConfig(path=work / "corpus.jsonl"), index_path=work / "index.lancedb"))
     config = SweepConfig(
-        index_path=work / "index.lancedb", questions_path=work / "questions.jsonl", store_path=work / "results.duckdb"
+        index_path=work / "index.lancedb",
+        questions_path=work / "questions.jsonl",
+        store_path=work / "results.duckdb",
+        probe_questions=4,  # the latency truth on a few questions per setting is enough to test the path
     )
     result = sweep_flow(config)
     return work / "results.duckdb", result.run_id
