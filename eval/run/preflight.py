@@ -16,7 +16,7 @@ def check_sweep(config: SweepConfig) -> None:
     """Raise the first input error the sweep would meet later (a one-line CribsheetError naming the file)."""
     load_questions(config)
     if config.store_path.exists():  # an existing results file must open (not truncated, not something else)
-        DuckDBStore(config.store_path, read_only=True).query("SELECT 1")
+        DuckDBStore(config.store_path, read_only=True).check_readable()
     spec = read_spec(config.index_path)
     for name in sorted({c.compressor for c in config.grid.compressions} & NEEDS_SENTENCE_VECTORS):
         if not spec.sentence_vectors:

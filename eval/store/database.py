@@ -251,6 +251,10 @@ class DuckDBStore(RunLifecycle):
         rows = self.query("SELECT * FROM samples WHERE run_id = ? AND setting_hash = ?", [ref.run_id, ref.setting_hash])
         return {str(r["question_id"]): r for r in rows}
 
+    def check_readable(self) -> None:
+        """Open the file and read from it: a truncated file, or one that is not DuckDB, is a one-line error."""
+        self.query("SELECT 1")
+
     def paired_samples(
         self, baseline: SettingRef, candidate: SettingRef
     ) -> tuple[dict[str, Record], dict[str, Record]]:
