@@ -9,28 +9,15 @@ same inputs (the same reuse key: the fingerprint without the grid) are copied fr
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from corpus.errors import CribsheetError
 from eval.settings import Setting
 from eval.store import DuckDBStore
+from eval.store.lifecycle import Claimed
 from eval.store.rows import QuestionRow, RunRow, SettingRow
-
-
-@dataclass
-class RunClaim:
-    """The run this sweep writes: a new one, or an unfinished one it resumes."""
-
-    run_id: str
-    resumed: bool = False
-    done: set[str] = field(default_factory=set)
-    """Setting hashes whose rows are already stored (kept, not recomputed)."""
-    stage_seconds: dict[str, float] = field(default_factory=dict)
-    """Stage times the earlier attempts recorded (a failed attempt records them; a killed one cannot)."""
 
 
 def process_alive(pid: int) -> bool:
@@ -64,14 +51,12 @@ def claim_run(
     resume: bool = True,
     max_failed_fraction: float = 1.0,
     stale_after_s: float = STALE_AFTER_S,
-) -> RunClaim:
+) -> Claimed:
     """Start `row`'s run, or reopen the unfinished run with its fingerprint (`resume`), in one transaction:
     a live run with the same fingerprint is an error, so two processes never write one run; a run whose
     process died on this machine, or that has been silent for `stale_after_s` on any, is taken over.
     """
-    claimed = store.claim(row, settings, questions, _alive, stale_after_s, resume, max_failed_fraction)
-    stages = json.loads(claimed.stage_seconds) if claimed.stage_seconds else {}
-    return RunClaim(run_id=claimed.run_id, resumed=claimed.resumed, done=claimed.done, stage_seconds=stages)
+    return store.claim(row, settings, questions, _alive, stale_after_s, resume, max_failed_fraction)
 
 
 class Heartbeat:

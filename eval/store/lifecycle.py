@@ -5,6 +5,7 @@ unfinished run is found by its fingerprint and reopened, and what a resumed run 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -39,7 +40,9 @@ class Claimed:
     run_id: str
     resumed: bool = False
     done: set[str] = field(default_factory=set)
-    stage_seconds: str | None = None
+    """Setting hashes whose rows are already stored (kept, not recomputed)."""
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    """Stage times the earlier attempts recorded (a failed attempt records them; a killed one cannot)."""
 
 
 class RunLifecycle:
@@ -128,7 +131,8 @@ class RunLifecycle:
                 "HAVING avg((status <> 'ok')::DOUBLE) <= ?",
                 [run_id, max_failed_fraction],
             ).fetchall()
-            return Claimed(run_id=str(run_id), resumed=True, done={str(h) for (h,) in done}, stage_seconds=stages)
+            earlier = json.loads(stages) if stages else {}
+            return Claimed(run_id=str(run_id), resumed=True, done={str(h) for (h,) in done}, stage_seconds=earlier)
 
     def heartbeat(self, run_id: str, pid: int, host: str) -> bool:
         """Record that process `pid` on `host` is alive and still owns `run_id`; False when another took it over."""
