@@ -4,6 +4,9 @@
 - Markdown: Node.js 18 API docs from Debian's nodejs-doc (MIT)
 - HTML: the Python 3.11 documentation from Debian's python3.11-doc (PSF licence)
 - PDF: the LaTeX package manuals of Debian's texlive-latex-recommended-doc (mostly LPPL)
+- DocBook XHTML (every page opens with an XML declaration): Debian's maint-guide (GPL-2+)
+- Javadoc HTML: the API docs of Debian's libjcdf-java-doc (LGPL)
+- Doxygen HTML: the API docs of Debian's libjsoncpp-doc (MIT / public domain)
 
 For each tree: index it through the product path (folder source -> registered extractor -> chunker -> real
 MiniLM embedder -> LanceDB), then report the corpus-wide coverage (words that reached the index / words the
@@ -14,7 +17,7 @@ extractors (regular expressions over the markup; `pdftotext` from poppler for PD
 not built around them. Matching normalises Unicode (NFKC, e.g. ligatures) and whitespace only.
 
     python benchmarks/extraction.py                 # fetch the trees once (pip / apt), index, report
-    python benchmarks/extraction.py --build-facts   # re-derive the frozen fact list (needs pdftotext)
+    python benchmarks/extraction.py --build-facts --formats docbook   # freeze one format's facts (pdf needs pdftotext)
 """
 
 from __future__ import annotations
@@ -48,6 +51,16 @@ TREES = {
         "extensions": {},
         "suffixes": {".pdf"},
     },
+    "docbook": {"package": "maint-guide=1.2.53 (Debian)", "extensions": {}, "suffixes": {".html"}},
+    "javadoc": {"package": "libjcdf-java-doc=1.2.4+dfsg-1 (Debian)", "extensions": {}, "suffixes": {".html"}},
+    "doxygen": {"package": "libjsoncpp-doc=1.9.5-4 (Debian)", "extensions": {}, "suffixes": {".html"}},
+}
+
+HTML_TREES = {  # format -> (package, folder of the pages inside it, page filter)
+    "html": ("python3.11-doc=3.11.2-6+deb12u9", "usr/share/doc/python3.11/html"),
+    "docbook": ("maint-guide=1.2.53", "usr/share/doc/maint-guide/html"),
+    "javadoc": ("libjcdf-java-doc=1.2.4+dfsg-1", "usr/share/doc/libjcdf-java-doc/api"),
+    "doxygen": ("libjsoncpp-doc=1.9.5-4", "usr/share/doc/libjsoncpp-doc"),
 }
 
 
@@ -110,8 +123,9 @@ def fetch(fmt: str, trees: Path, downloads: Path) -> Path:
                 (tmp / "tree" / f.name[:-3]).write_bytes(gzip.decompress(f.read_bytes()))
             elif f.suffix == ".md":
                 shutil.copy(f, tmp / "tree" / f.name)
-    elif fmt == "html":
-        src = _deb("python3.11-doc=3.11.2-6+deb12u9", downloads) / "usr/share/doc/python3.11/html"
+    elif fmt in HTML_TREES:
+        package, folder = HTML_TREES[fmt]
+        src = _deb(package, downloads) / folder
         for f in src.rglob("*.html"):  # pages only: _sources/ holds the reStructuredText sources again
             if "_sources" not in f.parts and not f.is_symlink():
                 (tmp / "tree" / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
@@ -177,12 +191,21 @@ def _md_candidates(root: Path) -> list[tuple[str, str, str]]:
     return out
 
 
-def _html_candidates(root: Path) -> list[tuple[str, str, str]]:
+def _html_candidates(root: Path, sphinx: bool = True) -> list[tuple[str, str, str]]:
     out = []
     for f in sorted(root.rglob("*.html")):
         page = f.read_text(encoding="utf-8", errors="replace")
-        start = page.find('role="main"')
-        end = page.find('class="sphinxsidebar"', start)
+        if sphinx:  # the page's own text, not the sidebar
+            start = page.find('role="main"')
+            end = page.find('class="sphinxsidebar"', start)
+        else:  # other generators: the body, less navigation bars
+            page = re.sub(
+                r"<nav\b.*?</nav>|<div class=\"(?:navheader|navfooter|topNav|bottomNav)\".*?</div>",
+                " ",
+                page,
+                flags=re.S,
+            )
+            start, end = page.find("<body"), page.find("</body>")
         body = page[start : end if end > start else len(page)] if start >= 0 else ""
         for tag in ("td", "li", "dd"):
             for raw in re.findall(rf"<{tag}[^>]*>(.*?)</{tag}>", body, re.S):
@@ -206,13 +229,20 @@ def _pdf_candidates(root: Path) -> list[tuple[str, str, str]]:
     return out
 
 
-def build_facts(trees: Path, downloads: Path) -> None:
+def build_facts(trees: Path, downloads: Path, formats: list[str]) -> None:
     """Derive and freeze PER_FORMAT facts per format, at most 3 per file, in a stable pseudo-random order."""
-    if not shutil.which("pdftotext"):
+    if "pdf" in formats and not shutil.which("pdftotext"):
         sys.exit("error: pdftotext not found (apt-get install poppler-utils)")
+
+    def generic_html(root: Path) -> list[tuple[str, str, str]]:
+        return _html_candidates(root, sphinx=False)
+
     makers = {"rst": _rst_candidates, "markdown": _md_candidates, "html": _html_candidates, "pdf": _pdf_candidates}
-    facts: dict[str, object] = {"_about": __doc__.split("\n\n")[2].replace("\n", " ") if __doc__ else ""}
-    for fmt, make in makers.items():
+    makers |= dict.fromkeys(("docbook", "javadoc", "doxygen"), generic_html)
+    facts: dict[str, object] = json.loads(FACTS_FILE.read_text()) if FACTS_FILE.exists() else {}
+    facts["_about"] = __doc__.split("\n\n")[2].replace("\n", " ") if __doc__ else ""
+    for fmt in formats:  # only the formats asked for are (re)frozen; the others keep their facts
+        make = makers[fmt]
         cands = sorted(
             set(make(fetch(fmt, trees, downloads))), key=lambda c: hashlib.sha256("|".join(c).encode()).hexdigest()
         )
@@ -299,7 +329,7 @@ def main() -> None:
 
     quiet_offline_env()
     if args.build_facts:
-        build_facts(args.trees, args.downloads)
+        build_facts(args.trees, args.downloads, args.formats)
         return
     frozen = json.loads(FACTS_FILE.read_text())
     work = Path(tempfile.mkdtemp(prefix="cribsheet-extraction-"))
