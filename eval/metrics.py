@@ -172,6 +172,7 @@ METRICS: dict[str, Metric] = {
 DIRECTIONS: dict[str, bool] = {
     **{name: m.higher_is_better for name, m in METRICS.items()},
     "faithfulness": True,
+    "faithfulness_model": True,  # the model verifier's share of supported claims (sweep --verifier)
     "abstained": True,  # on unanswerable questions; the gate reads it there only
     "retrieval_recall": True,
     "ttft_s": False,

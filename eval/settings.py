@@ -23,6 +23,7 @@ from eval.compress.extractive import ExtractiveConfig
 from eval.compress.lingua import LLMLinguaConfig, LongLLMLinguaConfig
 from eval.engine.generator import GENERATORS, GeneratorConfig
 from eval.faithfulness.judge import JUDGES, JudgeConfig
+from eval.faithfulness.verifier import VERIFIERS, VerifierConfig
 from eval.rerank import RERANKERS
 
 
@@ -223,6 +224,8 @@ class SweepConfig(BaseModel):
     max_failed_fraction: float = Field(default=0.05, ge=0.0, le=1.0)
     """A setting with more failed samples than this (a dead engine fails them all) ends the run `failed`
     with the reason; its rows stay for diagnosis, and a resumed run computes it again."""
+    verifier: VerifierConfig | None = None
+    """A model verifier of claims (NLI / fact checking) beside the rule checker: `samples.faithfulness_model`."""
 
     @field_validator("embedder")
     @classmethod
@@ -235,6 +238,8 @@ class SweepConfig(BaseModel):
         _known(GENERATORS, self.generator.name, self.generator.model_dump())
         if self.judge is not None:
             _known(JUDGES, self.judge.name, self.judge.model_dump())
+        if self.verifier is not None:
+            _known(VERIFIERS, self.verifier.name, self.verifier.model_dump())
         for spec in self.grid.compressions:
             _known(COMPRESSORS, spec.compressor, self.compressor.model_dump())
         return self
@@ -249,6 +254,8 @@ class SweepConfig(BaseModel):
         }
         if self.judge is not None:
             specs["judge"] = JUDGES.spec(self.judge.name, self.judge.model_dump())
+        if self.verifier is not None:
+            specs["verifier"] = VERIFIERS.spec(self.verifier.name, self.verifier.model_dump())
         return specs
 
     def setting_hash(self, setting: Setting) -> str:

@@ -25,7 +25,14 @@ from flows.app import (
     ray_options,
     reachable_prefect,
 )
-from flows.options import engine_knobs, judge_overrides, parse_answer_cache, parse_compression, suffix_pair
+from flows.options import (
+    engine_knobs,
+    judge_overrides,
+    parse_answer_cache,
+    parse_compression,
+    suffix_pair,
+    verifier_overrides,
+)
 from flows.terminal import (
     engine_log,
     err,
@@ -163,6 +170,12 @@ def sweep(
     judge: Annotated[
         str | None, typer.Option(help="vllm[:MODEL]: serve a judge model here (vLLM server subprocess).")
     ] = None,
+    verifier: Annotated[
+        str | None,
+        typer.Option(
+            help="nli:MODEL: a model verifier of claims (local folder or HF-cache id) beside the rule checker."
+        ),
+    ] = None,
     resume: Annotated[
         bool, typer.Option(help="Resume an unfinished run of the same inputs (keeps its finished settings).")
     ] = True,
@@ -202,6 +215,7 @@ def sweep(
         ("generator", given(model=generator_model) | engine_knobs(engine)),
         ("compressor", given(model=compressor_model)),
         ("judge", judge_overrides(judge, judge_url, judge_model)),
+        ("verifier", verifier_overrides(verifier)),
     ):
         if value:
             overrides[key] = value

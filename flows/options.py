@@ -48,6 +48,16 @@ def judge_overrides(ref: str | None, url: str | None, model: str | None) -> dict
     return given(name=name, model=served or None)
 
 
+def verifier_overrides(ref: str | None) -> dict[str, Any]:
+    """`--verifier nli:MODEL` -> the verifier's name and model."""
+    if ref is None:
+        return {}
+    name, sep, model = ref.partition(":")
+    if not sep or not model:
+        fail(f"--verifier '{ref}': expected NAME:MODEL, e.g. nli:/models/deberta-v3-mnli")
+    return {"name": name, "model": model}
+
+
 ENGINE_KNOBS = ("enable_chunked_prefill", "max_num_batched_tokens", "kv_cache_dtype", "max_model_len")
 """The engine's prefill knobs a sweep can set (`--engine KEY=VALUE`); values are checked by the config."""
 

@@ -47,6 +47,11 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
             )
             policy = policy.model_copy(update={"latency": None})
             mismatch = mismatch or "latency cannot be compared across different hardware; rerun both on one machine"
+    if any(m.name == "faithfulness_model" for m in policy.metrics):
+        # Which verifier produced the figure: a model's verdicts are only as good as the model.
+        for ref in {base_ref.run_id, cand_ref.run_id}:
+            verifier = store.run_meta(ref).verifier
+            notes.append(f"faithfulness_model of run {ref}: " + (verifier or "no verifier ran (the metric is NULL)"))
     base_rows, cand_rows = store.paired_samples(base_ref, cand_ref)
     machines = {r.get("hardware_sha256") for rows in (base_rows, cand_rows) for r in rows.values()} - {None}
     if policy.latency and len(machines) > 1:

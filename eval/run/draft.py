@@ -96,6 +96,7 @@ class JudgmentPart(Part):
     abstained: bool | None = None
     ragas_faithfulness: float | None = None
     ragas_status: str | None = None
+    faithfulness_model: float | None = None
 
 
 class ProbePart(Part):

@@ -1,5 +1,6 @@
 """What a sweep can check before any model loads or any flow starts: the question file parses, an existing
-results file opens, the index exists and has what the grid needs. A mistake seen here costs a second, not
+results file opens, the index exists and has what the grid needs, a model verifier exists and names its
+support label. A mistake seen here costs a second, not
 an engine start.
 """
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from corpus.table import read_spec
 from eval.compress.extractive import NEEDS_SENTENCE_VECTORS, missing_sentence_vectors
+from eval.faithfulness.verifier import check_verifier
 from eval.run.sweep import load_questions
 from eval.settings import SweepConfig
 from eval.store import DuckDBStore
@@ -21,3 +23,5 @@ def check_sweep(config: SweepConfig) -> None:
     for name in sorted({c.compressor for c in config.grid.compressions} & NEEDS_SENTENCE_VECTORS):
         if not spec.sentence_vectors:
             raise missing_sentence_vectors(name)
+    if config.verifier is not None:  # the model exists and says which label means "supported"
+        check_verifier(config.verifier)

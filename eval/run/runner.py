@@ -112,7 +112,9 @@ class SettingRunner:
         self.timed(f"generate:{name}", partial(generate_setting, drafts, generator, self.prefix, cited))
         probes = probe_ids(self.questions, self.config.probe_questions)
         serve_hits(drafts, cache, probes)
-        claims = self.timed(f"faithfulness:{name}", partial(judge_drafts, drafts, checker, self.comps.judge))
+        claims = self.timed(
+            f"faithfulness:{name}", partial(judge_drafts, drafts, checker, self.comps.judge, self.comps.verifier)
+        )
         reset_and_warm(generator, self.prefix)
         self.timed(f"probe:{name}", partial(probe_drafts, drafts, probes, generator, cited))
         add_lookups(drafts, cache)

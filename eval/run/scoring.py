@@ -11,6 +11,7 @@ from typing import Any
 from corpus.models import Hit
 from eval.faithfulness.checker import ClaimChecker
 from eval.faithfulness.judge import Judge
+from eval.faithfulness.verifier import Verifier
 from eval.metrics import METRICS, abstained
 from eval.run.draft import AnswerScores, JudgmentPart, SampleDraft
 from eval.store.rows import ClaimRow
@@ -41,9 +42,11 @@ def retrieval_scores(ranked: Sequence[Hit], gold: Sequence[str], k: int) -> dict
     }
 
 
-def judge_drafts(drafts: Sequence[SampleDraft], checker: ClaimChecker, judge: Judge | None = None) -> list[ClaimRow]:
-    """Faithfulness (offline, and by the LLM judge when one is configured) and abstention of each answered
-    sample; returns the claim evidence rows.
+def judge_drafts(
+    drafts: Sequence[SampleDraft], checker: ClaimChecker, judge: Judge | None = None, verifier: Verifier | None = None
+) -> list[ClaimRow]:
+    """Faithfulness (offline, by the model verifier and by the LLM judge when configured) and abstention of
+    each answered sample; returns the claim evidence rows.
     """
     claims: list[ClaimRow] = []
     answered = [(d, d.generation.answer) for d in drafts if d.ok and d.generation is not None]
@@ -51,17 +54,24 @@ def judge_drafts(drafts: Sequence[SampleDraft], checker: ClaimChecker, judge: Ju
     # One batch per setting: the checker embeds the spans of every answer in one call.
     items = [(a, c, d.key.question) for (d, a), c in zip(answered, contexts, strict=True)]
     results = checker.check_many(items, cut=[d.generation.answer_cut if d.generation else None for d, _ in answered])
+    # The model verifier: every claim of the setting in shared batches, against the rule checker's best span
+    # and the windows sharing most of its words.
+    checked = [(v.claim, c, v.best_span or None) for c, r in zip(contexts, results, strict=True) for v in r.claims]
+    scores = iter(verifier.score_claims(checked) if verifier is not None and checked else [])
     for (draft, answer), context, result in zip(answered, contexts, results, strict=True):
         ragas = ragas_columns(judge, draft.key.question, answer, context) if judge is not None else {}
+        model = [next(scores) for _ in result.claims] if verifier is not None else []
         draft.judgment = JudgmentPart(
             faithfulness=result.score,
             faithfulness_status=result.status,
             n_claims=len(result.claims),
             abstained=abstained(answer),
+            faithfulness_model=sum(m.supported for m in model) / len(model) if model else None,
             **ragas,
         )
         for j, v in enumerate(result.claims):
             verdict = judge.entails(v.claim, context) if judge is not None else (None, None)
+            by_model = model[j] if model else None
             claims.append(
                 ClaimRow(
                     run_id=draft.key.run_id,
@@ -70,6 +80,9 @@ def judge_drafts(drafts: Sequence[SampleDraft], checker: ClaimChecker, judge: Ju
                     claim_idx=j,
                     judge_supported=verdict[0],
                     judge_status=verdict[1],
+                    model_prob=by_model.probability if by_model else None,
+                    model_supported=by_model.supported if by_model else None,
+                    model_window=by_model.window if by_model else None,
                     **v.model_dump(),
                 )
             )

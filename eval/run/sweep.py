@@ -224,6 +224,7 @@ class _Sweep:
         probes = self.store.probe_points(self.run_id)  # a resumed run's earlier settings count too
         fit = fit_prefill(probes)
         pairs = self.store.judge_pairs(self.run_id)
+        verified = self.store.judge_pairs(self.run_id, "model_supported")
         self.heartbeat.stop()
         self.store.finish_run(
             self.run_id,
@@ -239,6 +240,8 @@ class _Sweep:
             engine_precision=precision,
             judge_kappa=cohen_kappa(pairs) if self.config.judge is not None else None,
             judge_claims=len(pairs) if self.config.judge is not None else None,
+            verifier_kappa=cohen_kappa(verified) if self.config.verifier is not None else None,
+            verifier_claims=len(verified) if self.config.verifier is not None else None,
         )
         return SweepResult(
             run_id=self.run_id,

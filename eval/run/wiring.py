@@ -13,6 +13,7 @@ from corpus.retrieve import IndexIdentity, LanceRetriever, Retriever
 from eval.compress import COMPRESSORS, Compressor, CompressorDeps
 from eval.engine.generator import GENERATORS, Generator, GeneratorConfig, GeneratorDeps, TokenScorer
 from eval.faithfulness.judge import JUDGES, Judge, JudgeDeps
+from eval.faithfulness.verifier import VERIFIERS, Verifier
 from eval.rerank import RERANKERS, Reranker, RerankerDeps
 from eval.settings import Setting, SweepConfig
 
@@ -30,6 +31,8 @@ class Components:
     corpus_sha256: str | None = None
     judge: Judge | None = None
     """Optional LLM judge (ragas Faithfulness and claim entailment)."""
+    verifier: Verifier | None = None
+    """Optional model verifier of claims (`--verifier nli:MODEL`)."""
 
     def close(self) -> None:
         """Stop the engines (and the judge's server) this object started."""
@@ -150,4 +153,7 @@ def _components(
         index_version=retriever.version,
         corpus_sha256=corpus_sha256 if corpus_sha256 is not None else retriever.corpus_digest(),
         judge=judge,
+        verifier=VERIFIERS.build(VERIFIERS.spec(config.verifier.name, config.verifier.model_dump()), None)
+        if config.verifier
+        else None,
     )

@@ -51,6 +51,8 @@ class RunMeta(BaseModel):
     hardware_json: str | None = None
     hardware_sha256: str | None = None
     engine_precision: str | None = None
+    verifier: str | None = None
+    """The model verifier behind `faithfulness_model` ("nli:MODEL, threshold T"; None: no verifier ran)."""
 
 
 class DuckDBStore(RunLifecycle):
@@ -265,13 +267,17 @@ class DuckDBStore(RunLifecycle):
         """What one run was computed on."""
         rows = self.query(
             "SELECT run_id, status, questions_sha256, corpus_sha256, index_version, git_commit, git_dirty, "
-            "config_hash, package_versions, hardware_json, hardware_sha256, engine_precision "
+            "config_hash, package_versions, hardware_json, hardware_sha256, engine_precision, config_json "
             "FROM runs WHERE run_id = ?",
             [run_id],
         )
         if not rows:
             raise CribsheetError(f"{self.path}: no run '{run_id}'")
-        return RunMeta.model_validate(rows[0])
+        row = dict(rows[0])
+        verifier = json.loads(row.pop("config_json") or "{}").get("verifier")
+        if verifier:
+            row["verifier"] = f"{verifier['name']}:{verifier['model']}, threshold {verifier['threshold']}"
+        return RunMeta.model_validate(row)
 
     def export_parquet(self, out_dir: Path) -> list[Path]:
         """Write every table as `<table>.parquet` into `out_dir`."""

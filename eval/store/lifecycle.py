@@ -153,12 +153,16 @@ class RunLifecycle:
         )
         return [(int(r["c"]), float(r["probe_prefill_s"])) for r in rows]
 
-    def judge_pairs(self, run_id: str) -> list[tuple[bool, bool]]:
-        """(checker supported, judge supported) of every claim of a run that the LLM judge decided."""
+    def judge_pairs(self, run_id: str, column: str = "judge_supported") -> list[tuple[bool, bool]]:
+        """(checker supported, other verdict) of every claim of a run that the LLM judge (`judge_supported`)
+        or the model verifier (`model_supported`) decided.
+        """
+        if column not in ("judge_supported", "model_supported"):
+            raise ValueError(f"not a verdict column: {column}")
         rows = self.query(
-            "SELECT supported, judge_supported FROM claims WHERE run_id = ? AND judge_supported IS NOT NULL", [run_id]
+            f"SELECT supported, {column} AS other FROM claims WHERE run_id = ? AND {column} IS NOT NULL", [run_id]
         )
-        return [(bool(r["supported"]), bool(r["judge_supported"])) for r in rows]
+        return [(bool(r["supported"]), bool(r["other"])) for r in rows]
 
     def reusable_source(
         self, reuse_key: str, setting_hash: str, run_id: str, max_failed_fraction: float = 1.0

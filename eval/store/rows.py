@@ -83,6 +83,11 @@ class RunRow(Row):
     ray_options: str | None = None
     """JSON of the Ray options the settings were computed under (workers, CPUs and GPUs per worker, address);
     NULL when computed in one process. Part of the fingerprint: it shapes the latency columns."""
+    verifier_kappa: float | None = None
+    """Cohen's kappa between the rule checker and the model verifier over the claims both decided (NULL: no
+    verifier, or undefined)."""
+    verifier_claims: int | None = None
+    """Claims both decided (the kappa's n)."""
 
 
 class SampleRow(Row):
@@ -195,6 +200,9 @@ class SampleRow(Row):
     cores, GPUs, as in `runs.hardware_json`. The gate compares latency only within one machine."""
     engine_precision: str | None = None
     """The dtype of the engine that generated this row, on that machine."""
+    faithfulness_model: float | None = None
+    """Supported claims / claims by the model verifier (`--verifier nli:MODEL`): a claim counts when its best
+    probability of support clears the verifier's threshold. NULL: no verifier, or no claims."""
 
 
 class SettingRow(Row):
@@ -278,6 +286,12 @@ class ClaimRow(ClaimVerdict, _ClaimKey):
     usable reply; see judge_status)."""
     judge_status: str | None = None
     """ok | unparsed: <reply> | error: <message> (NULL when no judge ran)."""
+    model_prob: float | None = None
+    """The model verifier's best probability that the context supports the claim (NULL: no verifier)."""
+    model_supported: bool | None = None
+    """model_prob cleared the verifier's threshold."""
+    model_window: str | None = None
+    """The context window that gave model_prob."""
 
 
 class GateDecisionRow(Row):

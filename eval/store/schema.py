@@ -67,7 +67,8 @@ SELECT run_id, setting_name, setting_hash, any_value(retrieval) AS retrieval, an
        avg(schema_valid::DOUBLE) AS schema_valid_rate,
        avg(citation_precision) AS citation_precision,
        avg(citation_recall) AS citation_recall,
-       avg((cache_hit_of IS NOT NULL)::DOUBLE) AS answer_cache_hit_rate
+       avg((cache_hit_of IS NOT NULL)::DOUBLE) AS answer_cache_hit_rate,
+       avg(faithfulness_model) AS faithfulness_model
 FROM samples GROUP BY run_id, setting_name, setting_hash""",
     # A setting is on the frontier when no other setting of the run is at least as good on answer token
     # recall (the gate's answer metric) and at least as fast end to end (p50 of retrieve + rerank + cold
@@ -88,6 +89,23 @@ WITH c AS (
     FROM claims WHERE judge_supported IS NOT NULL GROUP BY run_id, setting_hash)
 SELECT *, (agreement - (checker_supported * judge_supported + (1 - checker_supported) * (1 - judge_supported)))
           / nullif(1 - (checker_supported * judge_supported + (1 - checker_supported) * (1 - judge_supported)), 0)
+          AS kappa
+FROM c""",
+    # The model verifier against the rule checker, per setting: agreement, kappa and the confusion counts
+    # (checker verdict first: sup_sup = both supported, sup_uns = checker supported, verifier not).
+    "v_verifier_agreement": """
+WITH c AS (
+    SELECT run_id, setting_hash, count(*) AS n_claims,
+           avg((supported = model_supported)::DOUBLE) AS agreement,
+           avg(supported::DOUBLE) AS checker_supported, avg(model_supported::DOUBLE) AS model_supported,
+           count(*) FILTER (WHERE supported AND model_supported) AS sup_sup,
+           count(*) FILTER (WHERE supported AND NOT model_supported) AS sup_uns,
+           count(*) FILTER (WHERE NOT supported AND model_supported) AS uns_sup,
+           count(*) FILTER (WHERE NOT supported AND NOT model_supported) AS uns_uns,
+           avg(model_prob) AS mean_model_prob
+    FROM claims WHERE model_supported IS NOT NULL GROUP BY run_id, setting_hash)
+SELECT *, (agreement - (checker_supported * model_supported + (1 - checker_supported) * (1 - model_supported)))
+          / nullif(1 - (checker_supported * model_supported + (1 - checker_supported) * (1 - model_supported)), 0)
           AS kappa
 FROM c""",
     "v_sample_diff": """
