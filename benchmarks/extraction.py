@@ -74,8 +74,12 @@ def _deb(name: str, downloads: Path) -> Path:
     """The extracted contents of a Debian package (apt-get download, dpkg-deb -x; nothing is installed)."""
     found = sorted(downloads.glob(f"{name.split('=')[0]}_*.deb"))
     if not found:
-        _run(["apt-get", "download", name], downloads)
+        pinned = subprocess.run(["apt-get", "download", name], cwd=downloads, capture_output=True, text=True)
+        if pinned.returncode:  # the mirror moved on (or back): take the version it has, and say so
+            _run(["apt-get", "download", name.split("=")[0]], downloads)
         found = sorted(downloads.glob(f"{name.split('=')[0]}_*.deb"))
+        if pinned.returncode:
+            print(f"note: {name} is not on this mirror; measured {found[0].name} instead", file=sys.stderr)
     target = downloads / (found[0].stem + ".x")
     if not target.exists():
         _run(["dpkg-deb", "-x", str(found[0]), str(target)], downloads)

@@ -26,6 +26,10 @@ class Document(BaseModel):
     """(offset in `text`, section path) at every change of section (`a › b`); empty: no sections."""
     atomic: list[tuple[int, int]] = Field(default_factory=list)
     """(start, end) spans of `text` the chunker keeps whole when they fit (code blocks, tables)."""
+    outline: list[tuple[int, int, str]] = Field(default_factory=list)
+    """(start, end, kind) of every block of a parsed file (heading, text, list, table, code, quote, term,
+    signature): what the structure-aware question generator reads. Not part of the content hash (the text
+    and sections already say what is indexed)."""
     parser_words: int | None = None
     """Words the file's parser found (None: not from a parsed file, e.g. a JSONL record)."""
     kept_words: int | None = None

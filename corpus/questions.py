@@ -65,6 +65,8 @@ class GeneratedQuestion(Question):
     sentence: str = ""
     """The source sentence, as it reads in the document."""
     generator: str = GENERATOR_VERSION
+    section: str = ""
+    """Section path of the source in its document (`a › b`; empty: no sections)."""
 
 
 class QuestionRules(BaseModel):
@@ -136,14 +138,26 @@ def _candidates(sentence: str) -> Iterator[tuple[str, str, list[str]]]:
             continue
         if words[-1][0].isupper() or sentence[m.end() : m.end() + 2].strip()[:1] in ('"', "'"):
             continue  # part of a longer name ("Helene ___ Riefenstahl", '___ "Leni"')
+        if sentence[m.end() : m.end() + 1].isalnum() or sentence[m.end() : m.end() + 1] in ("'", "’", "_"):
+            continue  # the name is the start of a longer word: a blank never cuts a word ("___SSL's")
         cloze = sentence[: m.start()] + "___" + sentence[m.end() :]
         yield "cloze", "Fill in the blank: " + cloze.rstrip(" ."), [name]
 
 
+def _sentences(doc: Document) -> Iterator[str]:
+    """The document's sentences; in a parsed file only those of its prose blocks, so a heading without a
+    full stop is never glued to the sentence after it ("bz2 --- Support for ... was ___").
+    """
+    blocks = [(s, e) for s, e, kind in doc.outline if kind in ("text", "list")] if doc.outline else [(0, len(doc.text))]
+    for b_start, b_end in blocks:
+        block = doc.text[b_start:b_end]
+        for start, end, _ in sentence_spans(block):
+            yield block[start:end].strip()
+
+
 def _doc_questions(doc: Document, rules: QuestionRules) -> Iterator[GeneratedQuestion]:
     subject = _subject(doc)
-    for start, end, _ in sentence_spans(doc.text):
-        original = doc.text[start:end].strip()
+    for original in _sentences(doc):
         sentence = _grounded(_PAREN.sub("", original), subject)
         if sentence is None or not rules.min_words <= len(sentence.split()) <= rules.max_words:
             continue

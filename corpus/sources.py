@@ -233,6 +233,7 @@ def _read_file(
         metadata={"path": rel, "format": extractor.name},
         sections=[s for s in rendered.sections if s[1]] if any(p for _, p in rendered.sections) else [],
         atomic=rendered.atomic,
+        outline=rendered.outline,
         parser_words=total,
         kept_words=kept,
     )

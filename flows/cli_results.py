@@ -33,7 +33,10 @@ def questions(
     corpus: Annotated[Path, typer.Option(help="A folder (.md .rst .txt .html .pdf), a .jsonl or a .parquet file.")],
     out_path: Annotated[Path, typer.Option("--out", help="JSONL file of questions to write.")],
     n: Annotated[int | None, typer.Option("--n", help="Questions to write (default: every one found).")] = None,
-    per_doc: Annotated[int, typer.Option(help="Questions per document at most.")] = 2,
+    per_doc: Annotated[int, typer.Option(help="Questions per document at most from the sentence rules.")] = 2,
+    structure_per_doc: Annotated[
+        int, typer.Option(help="Questions per document at most from its structure (FAQ, glossary, API, sections).")
+    ] = 12,
     llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint: an LLM writes them.")] = None,
     llm_model: Annotated[str | None, typer.Option(help="Model name at --llm-url.")] = None,
     pairs: Annotated[
@@ -41,11 +44,13 @@ def questions(
     ] = None,
 ) -> None:
     """Write answerable questions (question, gold answer aliases, gold document) generated from a corpus:
-    rule-based and offline by default, by an LLM when --llm-url and --llm-model are given.
+    rule-based and offline by default (from a documentation tree's structure: FAQ headings, glossary terms,
+    API definitions, section leads; then the sentence rules), by an LLM when --llm-url and --llm-model are given.
     """
     from corpus.load import write_jsonl
     from corpus.models import Question
-    from corpus.questions import LLMQuestionConfig, QuestionRules, generate_questions, llm_questions, take
+    from corpus.doc_questions import structured_questions
+    from corpus.questions import LLMQuestionConfig, QuestionRules, llm_questions, take
     from corpus.sources import SkipLog, SourceConfig, iter_documents
 
     try:
@@ -58,7 +63,7 @@ def questions(
         if llm_url and llm_model:
             found = llm_questions(docs, LLMQuestionConfig(base_url=llm_url, model=llm_model), n or len(docs))
         else:
-            found = generate_questions(docs, QuestionRules(per_doc=per_doc))
+            found = structured_questions(docs, structure_per_doc, QuestionRules(per_doc=per_doc))
         picked = take(found, n, str(corpus))
         write_jsonl(out_path, [q.model_dump() for q in picked])
         if pairs is not None:

@@ -111,6 +111,9 @@ class Rendered:
     """(offset, section path) at every change of section."""
     atomic: list[tuple[int, int]]
     """(start, end) of blocks the chunker must not cut (code, table rows) when they fit in a chunk."""
+    outline: list[tuple[int, int, str]]
+    """(start, end, kind) of every block: the structure questions are read from (headings, terms, API
+    signatures and the text under them)."""
 
 
 def render(blocks: Iterable[Block]) -> Rendered:
@@ -118,6 +121,7 @@ def render(blocks: Iterable[Block]) -> Rendered:
     parts: list[str] = []
     sections: list[tuple[int, str]] = []
     atomic: list[tuple[int, int]] = []
+    outline: list[tuple[int, int, str]] = []
     offset = 0
     current: str | None = None
     for block in blocks:
@@ -132,6 +136,7 @@ def render(blocks: Iterable[Block]) -> Rendered:
             current = path
         if block.kind in ("code", "table"):
             atomic.append((offset, offset + len(text)))
+        outline.append((offset, offset + len(text), block.kind))
         parts.append(text)
         offset += len(text)
-    return Rendered("\n\n".join(parts), sections, atomic)
+    return Rendered("\n\n".join(parts), sections, atomic, outline)

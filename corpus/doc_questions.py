@@ -1,0 +1,159 @@
+"""Questions from the structure of documentation trees: what the extractors already see.
+
+Documentation carries its questions in its layout, not in sentences that name a title and a date:
+
+- **faq**: a heading that is a question ("How do I cite Django?") with the text under it;
+- **definition**: a glossary or definition-list term ("view") with its definition;
+- **api**: an API definition (reStructuredText `.. function::`/`.. method::` signatures, a Markdown heading
+  such as "filehandle.chmod(mode)" or "Class: FileHandle") with the first sentence of its description;
+- **section**: a section title with its lead paragraph.
+
+Each question keeps its kind, its gold document and its section path. The reference answer is the first
+sentence of the text that answers it (two when the first is very short: "No."), so answer token recall
+credits an answer for its content words. A question is dropped when it quotes its answer (the reference
+adds fewer than 3 content words to it), when its answer text is too thin (under 3 content words), or when
+another document yields the same question (ambiguous). Prose without such structure falls back to the
+sentence rules of `corpus.questions`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+from corpus.extract.base import SECTION_SEPARATOR
+from corpus.models import Document
+from corpus.questions import GeneratedQuestion, QuestionRules, generate_questions
+from corpus.text import content_words, normalize, sentence_spans
+
+STRUCTURE_VERSION = "structure-1"
+"""Changes whenever a structure rule changes: generated sets name the version that made them."""
+
+_API_CALL = re.compile(r"^(?:`)?((?:new\s+)?[A-Za-z_$][\w$.]*(?:\[[^\]]*\])?)\s*\(")
+_CLASS = re.compile(r"^(?:Class|Interface|Module|Namespace)\s*:\s*`?([\w$.<>]+)`?$")
+_EVENT = re.compile(r"^Event\s*:\s*'([^']+)'$")
+_IDENT = re.compile(r"^[A-Za-z_][\w.]*$")
+_MIN_CONTENT = 3
+
+
+def _first_sentences(text: str) -> str:
+    """The first sentence of `text`, with the next one when the first has under 4 words ("No.")."""
+    spans = sentence_spans(text)
+    if not spans:
+        return text.strip()
+    first = text[spans[0][0] : spans[0][1]].strip()
+    if len(first.split()) < 4 and len(spans) > 1:
+        first = text[spans[0][0] : spans[1][1]].strip()
+    return " ".join(first.split())
+
+
+def _question(block: str, kind: str, title: str, section: list[str]) -> str | None:
+    """The question a structural block asks, or None when it asks none."""
+    text = " ".join(block.split()).strip("`").rstrip(":")
+    if not text or len(text) > 160:
+        return None
+    if kind == "heading" and text.endswith("?") and len(text.split()) >= 4:
+        return text
+    if kind == "term":
+        if len(text.split()) > 6 or text.endswith((".", "?")):
+            return None
+        return f'What does "{text}" mean in "{title}"?'
+    api = _API_CALL.match(text)
+    if api and kind in ("signature", "heading"):
+        name = api.group(1).replace("new ", "").strip()
+        return f"What does {name}() do, according to {title}?"
+    if kind == "signature" and _IDENT.match(text):
+        return f"What is {text}, according to {title}?"
+    if kind == "heading":
+        cls = _CLASS.match(text)
+        if cls:
+            return f"What is {cls.group(1)}?"
+        event = _EVENT.match(text)
+        if event:
+            owner = section[-2] if len(section) >= 2 else title
+            owner = _CLASS.sub(r"\1", owner).strip("`")
+            call = _API_CALL.match(owner)
+            owner = call.group(1).replace("new ", "").strip() if call else owner
+            return f"When is the '{event.group(1)}' event of {owner} emitted?"
+        words = text.split()
+        if 2 <= len(words) <= 8 and not any(ch in text for ch in "(){}[]<>=`|/\\") and text != title:
+            return f'What does the section "{text}" of "{title}" explain?'
+    return None
+
+
+def _answer_text(doc: Document, index: int) -> tuple[int, str] | None:
+    """The first text block after outline entry `index` that still belongs to it (before the next heading,
+    term or signature), skipping parameter lists and code.
+    """
+    for start, end, kind in doc.outline[index + 1 : index + 8]:
+        if kind in ("heading", "term", "signature"):
+            return None
+        if kind == "text":
+            return start, doc.text[start:end]
+    return None
+
+
+def _doc_questions(doc: Document) -> Iterator[GeneratedQuestion]:
+    title = doc.title.strip()
+    for i, (start, end, kind) in enumerate(doc.outline):
+        if kind not in ("heading", "term", "signature"):
+            continue
+        section = [p for p in doc.section_at(start).split(SECTION_SEPARATOR) if p]
+        question = _question(doc.text[start:end], kind, title, section)
+        found = _answer_text(doc, i) if question else None
+        if question is None or found is None:
+            continue
+        reference = _first_sentences(found[1])
+        if reference.endswith(":") or len(reference.split()) < 5:
+            continue  # the answer is the list or code that follows, or a label ("Type: End-of-Life")
+        added = set(content_words(reference)) - set(content_words(question))
+        if len(set(content_words(reference))) < _MIN_CONTENT or len(added) < _MIN_CONTENT:
+            continue  # too thin to score, or the question quotes its answer
+        label = (
+            "faq"
+            if question == " ".join(doc.text[start:end].split())
+            else "definition"
+            if kind == "term"
+            else "section"
+            if question.startswith("What does the section")
+            else "api"
+        )
+        qid = "doc-" + hashlib.sha256(f"{doc.id}\x1f{label}\x1f{question}".encode()).hexdigest()[:16]
+        yield GeneratedQuestion(
+            id=qid,
+            question=question,
+            answers=[reference],
+            gold_doc_ids=[doc.id],
+            answerable=True,
+            kind=label,
+            sentence=reference,
+            section=SECTION_SEPARATOR.join(section),
+            generator=STRUCTURE_VERSION,
+        )
+
+
+def structured_questions(
+    docs: Iterable[Document], per_doc: int = 12, rules: QuestionRules | None = None
+) -> list[GeneratedQuestion]:
+    """Questions from the documents' structure (at most `per_doc` each, one of each kind before a second),
+    then the sentence rules for what structure does not cover; ordered by sha256 of the id.
+    """
+    docs = list(docs)
+    kept: list[GeneratedQuestion] = []
+    for doc in docs:
+        by_kind: dict[str, list[GeneratedQuestion]] = {}
+        for q in sorted(_doc_questions(doc), key=lambda q: q.id):
+            by_kind.setdefault(q.kind, []).append(q)
+        picked: list[GeneratedQuestion] = []
+        while len(picked) < per_doc and any(by_kind.values()):
+            for kind in sorted(by_kind):
+                if by_kind[kind] and len(picked) < per_doc:
+                    picked.append(by_kind[kind].pop(0))
+        kept += picked
+    texts = Counter(normalize(q.question) for q in kept)
+    unique = [q for q in kept if texts[normalize(q.question)] == 1]  # the same question from two documents
+    seen = {normalize(q.question) for q in unique}
+    prose = [q for q in generate_questions(docs, rules) if normalize(q.question) not in seen]
+    return sorted([*unique, *prose], key=lambda q: hashlib.sha256(q.id.encode()).hexdigest())
