@@ -47,9 +47,9 @@ def questions(
     rule-based and offline by default (from a documentation tree's structure: FAQ headings, glossary terms,
     API definitions, section leads; then the sentence rules), by an LLM when --llm-url and --llm-model are given.
     """
+    from corpus.doc_questions import structured_questions
     from corpus.load import write_jsonl
     from corpus.models import Question
-    from corpus.doc_questions import structured_questions
     from corpus.questions import LLMQuestionConfig, QuestionRules, llm_questions, take
     from corpus.sources import SkipLog, SourceConfig, iter_documents
 
