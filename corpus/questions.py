@@ -30,7 +30,7 @@ from corpus.errors import CribsheetError
 from corpus.models import Document, Question
 from corpus.text import PRONOUNS, normalize, occurrences, sentence_spans
 
-GENERATOR_VERSION = "rules-1"
+GENERATOR_VERSION = "rules-2"
 """Changes whenever a rule changes: generated sets name the version that made them."""
 
 _MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
