@@ -30,21 +30,37 @@ def _log(message: str) -> None:
     logging.getLogger("cribsheet").info(message)
 
 
-class LineReporter:
-    """Logs one line per stage when it completes: `retrieve: 87/87 in 3.2 s`."""
+HEARTBEAT_S = 30.0
+"""Longest silence of a running stage without a terminal: a line with its counts at least this often."""
 
-    def __init__(self, emit: Callable[[str], None] = _log) -> None:
+
+class LineReporter:
+    """Logs one line per stage when it completes (`retrieve: 87/87 in 3.2 s`), and while it runs a line with
+    its counts at least every `every` seconds (`embed: 4096/19780 after 31 s`), so a log without a terminal
+    never goes quiet on long work.
+    """
+
+    def __init__(self, emit: Callable[[str], None] = _log, every: float = HEARTBEAT_S) -> None:
         self.emit = emit
+        self.every = every
         self._started: dict[str, float] = {}
+        self._last: dict[str, float] = {}
         self._done: set[str] = set()
 
     def __call__(self, stage: str, done: int, total: int) -> None:
-        """Record a tick; emit the stage's line when `done` reaches `total` (total 0: not known yet)."""
+        """Record a tick; emit the stage's line when `done` reaches `total` (total 0: not known yet), or a
+        heartbeat when the stage has been silent for `every` seconds.
+        """
         now = time.perf_counter()
         start = self._started.setdefault(stage, now)
-        if 0 < total <= done and stage not in self._done:
+        if stage in self._done:
+            return
+        if 0 < total <= done:
             self._done.add(stage)
             self.emit(f"{stage}: {done}/{total} in {now - start:.1f} s")
+        elif now - self._last.get(stage, start) >= self.every:
+            self._last[stage] = now
+            self.emit(f"{stage}: {done}/{total or '?'} after {now - start:.0f} s")
 
 
 class _Holder:

@@ -223,9 +223,9 @@ class DuckDBStore(RunLifecycle):
         return str(rows[0]["run_id"]) if rows else None
 
     def leaderboard(self, run_id: str) -> list[Record]:
-        """Leaderboard rows of one run, best answer recall first."""
+        """Leaderboard rows of one run, best answer token recall (the gate's answer metric) first."""
         return self.query(
-            "SELECT * FROM v_leaderboard WHERE run_id = ? ORDER BY answer_contains DESC NULLS LAST, setting_name",
+            "SELECT * FROM v_leaderboard WHERE run_id = ? ORDER BY answer_token_recall DESC NULLS LAST, setting_name",
             [run_id],
         )
 

@@ -4,6 +4,7 @@ typed configs and by config files, as deployments and the CLI drive them."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,23 @@ def test_without_a_terminal_every_stage_logs_one_line_with_count_and_seconds() -
     reporter("setting none-k3", 4, 4)
     assert [line.split(" in ")[0] for line in lines] == ["retrieve: 3/3", "setting none-k3: 4/4"]
     assert all(line.endswith(" s") for line in lines)
+    # A long stage is never silent for longer than the heartbeat: a line with its counts while it runs.
+    beat: list[str] = []
+    slow = LineReporter(beat.append, every=0.05)
+    slow("embed", 10, 100)
+    time.sleep(0.06)
+    slow("embed", 20, 100)  # silent for longer than `every`: a heartbeat
+    slow("embed", 21, 100)  # just after one: none
+    time.sleep(0.06)
+    slow("index (documents)", 300, 0)
+    time.sleep(0.06)
+    slow("index (documents)", 400, 0)
+    slow("embed", 100, 100)
+    assert [b.split(" after ")[0].split(" in ")[0] for b in beat] == [
+        "embed: 20/100",
+        "index (documents): 400/?",
+        "embed: 100/100",
+    ]
     # With no reporter installed (a worker-run deployment), ticks go to the line logger.
     set_reporter(None)
     report("stage", 1, 1)  # must not raise outside a flow run
