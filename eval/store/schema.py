@@ -108,6 +108,49 @@ SELECT *, (agreement - (checker_supported * model_supported + (1 - checker_suppo
           / nullif(1 - (checker_supported * model_supported + (1 - checker_supported) * (1 - model_supported)), 0)
           AS kappa
 FROM c""",
+    # Where each compressor pays for itself. A straight line with an intercept is fitted to the run's probes,
+    # TTFT alone = i + s*C (C: uncached prompt tokens; `runs.prefill_a/_b` keep the quadratic fit through 0),
+    # and O = i + the mean of retrieve + rerank. With the compressor's cold cost per input token k, its
+    # realized ratio r and the prompt's other tokens h, the end-to-end speed-up at context length C is
+    #   S(C) = (O + s*(C + h)) / (O + k*C + s*(C/r + h)).
+    # It pays from the first token when k < s*(1 - 1/r) (break_even_tokens 0; NULL: never, at any length),
+    # and reaches 2x at C = (O + s*h) / (s - 2k - 2s/r) when that is positive (NULL: never). Predicted at the
+    # setting's own context length (mean over its probe questions) beside the measured ratio of mean
+    # e2e_cold_s against no compression at the same top-k, over the same probe questions.
+    "v_break_even": """
+WITH probes AS (
+    SELECT *, prompt_tokens - coalesce(probe_cached_tokens, 0) AS uncached
+    FROM samples WHERE status = 'ok' AND e2e_cold_s IS NOT NULL AND probe_ttft_s IS NOT NULL),
+fit AS (
+    SELECT run_id, regr_slope(probe_ttft_s, uncached) AS s,
+           regr_intercept(probe_ttft_s, uncached)
+             + avg(e2e_cold_s - probe_ttft_s - coalesce(compress_cold_seconds, 0)) AS o,
+           regr_r2(probe_ttft_s, uncached) AS fit_r2, count(*) AS fit_points
+    FROM probes GROUP BY run_id HAVING count(*) >= 3),
+cfg AS (
+    SELECT run_id, setting_name, setting_hash, any_value(compressor) AS compressor,
+           any_value(target_ratio) AS target_ratio, any_value(top_k) AS top_k,
+           avg(context_tokens_in) AS context_tokens,
+           sum(coalesce(compress_cold_seconds, 0)) / nullif(sum(context_tokens_in), 0) AS k,
+           sum(context_tokens_in)::DOUBLE / nullif(sum(context_tokens_out), 0) AS r,
+           avg(prompt_tokens - context_tokens_out) AS h,
+           avg(e2e_cold_s) AS e2e_cold_mean_s, count(*) AS n_latency
+    FROM probes GROUP BY run_id, setting_name, setting_hash),
+base AS (SELECT run_id, top_k, e2e_cold_mean_s AS baseline_e2e_s FROM cfg WHERE compressor = 'none'),
+m AS (
+    SELECT c.*, f.s, f.o, f.fit_r2, f.fit_points, b.baseline_e2e_s, f.s - 2 * c.k - 2 * f.s / c.r AS d2
+    FROM cfg c JOIN fit f USING (run_id) LEFT JOIN base b USING (run_id, top_k)
+    WHERE c.compressor <> 'none' AND c.r > 0)
+SELECT run_id, setting_name, setting_hash, compressor, target_ratio, top_k,
+       s AS ttft_s_per_token, o AS overhead_s, fit_r2, fit_points, h AS other_prompt_tokens,
+       k AS cold_s_per_token, r AS realized_ratio, context_tokens, n_latency,
+       (o + s * (context_tokens + h)) / nullif(o + k * context_tokens + s * (context_tokens / r + h), 0)
+         AS predicted_speedup,
+       baseline_e2e_s / nullif(e2e_cold_mean_s, 0) AS measured_speedup,
+       CASE WHEN k < s * (1 - 1 / r) THEN 0.0::DOUBLE END AS break_even_tokens,
+       CASE WHEN d2 > 0 THEN (o + s * h) / d2 END AS two_x_tokens,
+       s / nullif(k + s / r, 0) AS limit_speedup
+FROM m""",
     "v_sample_diff": """
 SELECT a.run_id, a.question_id, a.question, a.answerable,
        a.setting_name AS a_setting, b.setting_name AS b_setting,

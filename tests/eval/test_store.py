@@ -387,3 +387,45 @@ def test_a_silent_run_is_taken_over_from_any_host_and_its_old_owner_writes_nothi
     assert DuckDBStore(path).query("SELECT count(*) AS n FROM samples")[0]["n"] == 0
     assert DuckDBStore(path).heartbeat("silent", 4242, "a-container-that-is-gone") is False
     assert DuckDBStore(path).heartbeat("silent", 1, "here") is True
+
+
+def test_break_even_view_predicts_a_linear_run_exactly_and_says_where_each_compressor_pays(tmp_path: Path) -> None:
+    """Probes whose TTFT is exactly i + s*C: the view's prediction equals the measured speed-up, and the
+    2x length is where the formula says; a compressor that costs more than the prefill it saves never pays."""
+    store = DuckDBStore(tmp_path / "r.duckdb")
+    store.start_run(_run())
+    i, s, rr, h = 0.05, 0.001, 0.02, 100  # TTFT intercept, seconds per token, retrieve + rerank, other tokens
+
+    def probe(qid: str, setting: str, compressor: str, context: int, ratio: float, k: float) -> SampleRow:
+        out = round(context / ratio)
+        cold = k * context
+        return _sample(
+            qid,
+            setting,
+            setting_name=f"{compressor}-{setting}",
+            compressor=compressor,
+            target_ratio=ratio,
+            top_k=8,
+            context_tokens_in=context,
+            context_tokens_out=out,
+            prompt_tokens=out + h,
+            probe_cached_tokens=0,
+            probe_ttft_s=i + s * (out + h),
+            compress_cold_seconds=cold,
+            e2e_cold_s=rr + cold + i + s * (out + h),
+        )
+
+    contexts = [800, 1000, 1200, 1400]
+    store.add_samples([probe(f"q{n}", "base", "none", c, 1.0, 0.0) for n, c in enumerate(contexts)])
+    store.add_samples([probe(f"q{n}", "cheap", "pruned", c, 4.0, 0.00005) for n, c in enumerate(contexts)])
+    store.add_samples([probe(f"q{n}", "dear", "llmlingua", c, 4.0, 0.002) for n, c in enumerate(contexts)])
+    rows = {r["compressor"]: r for r in store.query("SELECT * FROM v_break_even")}
+    assert set(rows) == {"pruned", "llmlingua"}
+    cheap, dear = rows["pruned"], rows["llmlingua"]
+    assert cheap["ttft_s_per_token"] == pytest.approx(s) and cheap["overhead_s"] == pytest.approx(i + rr)
+    for row in (cheap, dear):
+        assert row["predicted_speedup"] == pytest.approx(row["measured_speedup"], rel=1e-6)
+    assert cheap["break_even_tokens"] == 0.0 and cheap["predicted_speedup"] > 2.0
+    o, k, r = i + rr, 0.00005, 4.0
+    assert cheap["two_x_tokens"] == pytest.approx((o + s * h) / (s - 2 * k - 2 * s / r))
+    assert dear["predicted_speedup"] < 1.0 and dear["break_even_tokens"] is None and dear["two_x_tokens"] is None
