@@ -1,7 +1,7 @@
 """The report people look at: a Pareto plot of answer quality against end-to-end latency (one point per
 setting with its 95 % interval, the frontier highlighted) as SVG, and a markdown report with the
-leaderboard, each setting's cost bill and the gate decisions on the run. No plotting library: the SVG is
-written directly, so the report works on the bare install.
+leaderboard, each setting's cost bill, where each compressor breaks even, and the gate decisions on the
+run. No plotting library: the SVG is written directly, so the report works on the bare install.
 """
 
 from __future__ import annotations
@@ -10,7 +10,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+from pathlib import Path
 from typing import Any
+
+from eval.store import DuckDBStore
 
 Record = dict[str, Any]
 
@@ -136,8 +139,46 @@ BILL = (
 """Leaderboard columns of the report's table: quality, then the bill (tokens, compressor, TTFT, total)."""
 
 
-def report_markdown(run_id: str, rows: Sequence[Record], decisions: Sequence[Record], plot: str | None) -> str:
-    """The run's report: plot, leaderboard with the cost bill, frontier, gate decisions."""
+BREAK_EVEN = (
+    ("setting_name", "setting", "{}"),
+    ("context_tokens", "context tokens", "{:.0f}"),
+    ("realized_ratio", "realized ratio", "{:.2f}"),
+    ("cold_s_per_token", "cold cost ms / 1k tokens", "{:.1f}"),
+    ("predicted_speedup", "predicted speed-up", "{:.2f}x"),
+    ("measured_speedup", "measured speed-up", "{:.2f}x"),
+    ("break_even_tokens", "pays from (tokens)", "{:.0f}"),
+    ("two_x_tokens", "2x from (tokens)", "{:.0f}"),
+    ("limit_speedup", "long-context limit", "{:.2f}x"),
+)
+"""Columns of the report's break-even table (`v_break_even`)."""
+
+
+def break_even_markdown(rows: Sequence[Record]) -> list[str]:
+    """The break-even table: where each compressor pays for itself on this run's hardware."""
+    if not rows:
+        return ["No compressed setting with probe latencies in this run (`--probe-questions`)."]
+    lines = [
+        "End-to-end speed-up against no compression at the same top-k, predicted from a line fitted to the "
+        "run's probes (TTFT alone vs uncached prompt tokens), each compressor's cold cost per input token and "
+        "its realized ratio; measured on the same probe questions. 'pays from' NULL: never, at any length.",
+        "",
+        "| " + " | ".join(h for _, h, _ in BREAK_EVEN) + " |",
+        "|" + "---|" * len(BREAK_EVEN),
+    ]
+    for r in rows:
+        values = dict(r) | {"cold_s_per_token": r["cold_s_per_token"] * 1e6 if r["cold_s_per_token"] else None}
+        lines.append("| " + " | ".join(_cell(values.get(k), f) for k, _, f in BREAK_EVEN) + " |")
+    return lines
+
+
+def report_markdown(
+    run_id: str,
+    rows: Sequence[Record],
+    decisions: Sequence[Record],
+    plot: str | None,
+    break_even: Sequence[Record] = (),
+) -> str:
+    """The run's report: plot, leaderboard with the cost bill, frontier, break-even, gate decisions."""
     pts = points(rows)
     best = frontier(pts)
     lines = [f"# cribsheet report: run {run_id}", ""]
@@ -155,6 +196,7 @@ def report_markdown(run_id: str, rows: Sequence[Record], decisions: Sequence[Rec
         if r["setting_name"] in best:
             cells[0] = f"**{cells[0]}**"
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "## Where each compressor pays for itself", "", *break_even_markdown(break_even)]
     lines += ["", "## Gate decisions on this run", ""]
     if not decisions:
         lines.append("None yet (`cribsheet gate --run RUN --baseline ... --candidate ...`).")
@@ -165,3 +207,14 @@ def report_markdown(run_id: str, rows: Sequence[Record], decisions: Sequence[Rec
             + (f"; report {d['report_path']}" if d.get("report_path") else "")
         )
     return "\n".join(lines) + "\n"
+
+
+def write_report(store: DuckDBStore, run_id: str, out_dir: Path) -> Path:
+    """The run's Pareto plot and markdown report into `out_dir`; returns the report's path."""
+    rows = store.leaderboard(run_id)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "pareto.svg").write_text(pareto_svg(points(rows), f"run {run_id}"), encoding="utf-8")
+    md = report_markdown(run_id, rows, store.decisions_for_run(run_id), "pareto.svg", store.break_even(run_id))
+    path = out_dir / "report.md"
+    path.write_text(md, encoding="utf-8")
+    return path

@@ -277,6 +277,7 @@ def demo(
 ) -> None:
     """Bundled dataset -> index the whole corpus -> warm -> sweep the demo grid -> leaderboard."""
     prepare_environment()
+    from eval.gate import verdict_line
     from flows.pipeline import demo_flow
 
     log = log_path(workdir, "demo")
@@ -285,17 +286,22 @@ def demo(
             result = demo_flow(workdir, datasets_dir, limit)
     except CribsheetError as exc:
         fail(str(exc), log=log)
-    for stage, secs in result.stage_seconds.items():
+    sweep = result.sweep
+    for stage, secs in sweep.stage_seconds.items():
         err.print(f"  {stage:<48} {secs:8.1f} s")
-    if result.warm:
-        w = result.warm
+    if sweep.warm:
+        w = sweep.warm
         err.print(
             f"  stable prefix {w.prefix_tokens} tokens, {w.cached_tokens} cached; "
             f"TTFT cold {seconds(w.cold_ttft_s)}, warm {seconds(w.warm_ttft_s)}"
         )
     err.print(f"  engine log: {log}", highlight=False)
-    print_leaderboard(result.leaderboard, f"demo run {result.run_id}")
-    show_path(Path(result.store_path).resolve())
+    print_leaderboard(sweep.leaderboard, f"demo run {sweep.run_id}")
+    out.print("release gate, each compressed setting against no compression at the same top-k (policies/gate.yaml):")
+    for decision in result.decisions:
+        out.print(f"  {verdict_line(decision)}", highlight=False, soft_wrap=True)
+    out.print(f"report: {result.report_path.resolve()}", highlight=False, soft_wrap=True)
+    show_path(Path(sweep.store_path).resolve())
 
 
 def main() -> None:

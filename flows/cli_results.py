@@ -89,7 +89,7 @@ def report(
     ] = None,
 ) -> None:
     """Print the leaderboard of a run; with --out, also write its Pareto plot and markdown report."""
-    from eval.release_report import pareto_svg, points, report_markdown
+    from eval.release_report import write_report
     from eval.store import DuckDBStore
 
     try:
@@ -100,11 +100,7 @@ def report(
         rows = db.leaderboard(run_id)
         print_leaderboard(rows, f"run {run_id}")
         if out_dir is not None:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            (out_dir / "pareto.svg").write_text(pareto_svg(points(rows), f"run {run_id}"), encoding="utf-8")
-            md = report_markdown(run_id, rows, db.decisions_for_run(run_id), "pareto.svg")
-            (out_dir / "report.md").write_text(md, encoding="utf-8")
-            show_path(out_dir / "report.md")
+            show_path(write_report(db, run_id, out_dir))
     except CribsheetError as exc:
         fail(str(exc))
 

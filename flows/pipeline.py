@@ -7,6 +7,7 @@ in `prefect.yaml` and `cribsheet <command> --config FILE` are driven by the same
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,10 +23,13 @@ from corpus.errors import CribsheetError
 from corpus.index import IndexConfig, IndexReport, sync_index
 from corpus.runtime import quiet_offline_env
 from corpus.sources import SkipLog, SourceConfig, extractor_versions, iter_documents
-from eval.gate import GateDecision, GateRequest, run_gate
+from corpus.table import IndexOptions
+from eval.gate import GateDecision, GateRequest, gate_each_compressed, run_gate
+from eval.release_report import write_report
 from eval.run.runner import SettingOutput
 from eval.run.sweep import SweepResult, run_sweep
-from eval.settings import Setting, SweepConfig
+from eval.settings import CompressionSpec, GridConfig, Setting, SweepConfig
+from eval.store import DuckDBStore
 from flows.artifacts import gate_state, publish_gate, publish_leaderboard
 from flows.config import load_config
 from flows.progress import report
@@ -106,6 +110,18 @@ def gate_task(request: GateRequest) -> GateDecision:
     return run_gate(request)
 
 
+@task(name="gate-each-compressed", cache_policy=NO_CACHE)
+def gate_each_task(store_path: Path, run_id: str, policy_path: Path) -> list[GateDecision]:
+    """Gate every compressed setting of the run against no compression at the same top-k."""
+    return gate_each_compressed(DuckDBStore(store_path), run_id, policy_path)
+
+
+@task(name="release-report", cache_policy=NO_CACHE)
+def report_task(store_path: Path, run_id: str, out_dir: Path) -> Path:
+    """The run's Pareto plot and markdown report (with break-even and the gate decisions)."""
+    return write_report(DuckDBStore(store_path), run_id, out_dir)
+
+
 @flow(name="cribsheet-index", log_prints=True)
 def index_flow(
     config: IndexConfig | None = None, config_file: Path | None = None, ray: RayOptions | None = None
@@ -145,18 +161,49 @@ def gate_flow(request: GateRequest | None = None, config_file: Path | None = Non
     return gate_state(decision)
 
 
+@dataclass
+class DemoResult:
+    """The demo's sweep, a gate decision per compressed setting, and the report it wrote."""
+
+    sweep: SweepResult
+    decisions: list[GateDecision]
+    report_path: Path
+
+
+DEMO_COMPRESSIONS = [
+    CompressionSpec(),
+    CompressionSpec(compressor="llmlingua", target_ratio=4.0),
+    CompressionSpec(compressor="longllmlingua", target_ratio=4.0),
+    CompressionSpec(compressor="pruned", target_ratio=4.0),
+]
+"""The demo grid's compressors (at top-k 3 and 8): the LLMLingua family and the pruned selector."""
+
+
 @flow(name="cribsheet-demo", log_prints=True)
-def demo_flow(workdir: Path, datasets_dir: Path, limit: int | None = None) -> SweepResult:
-    """Bundled dataset -> whole-corpus index -> demo sweep."""
+def demo_flow(workdir: Path, datasets_dir: Path, limit: int | None = None) -> DemoResult:
+    """Bundled dataset -> whole-corpus index with sentence vectors -> demo sweep -> a gate decision per
+    compressed setting against no compression at the same top-k -> the release report.
+    """
     build_dataset_task(datasets_dir)
     index_path = workdir / "index.lancedb"
-    index_task(IndexConfig(source=SourceConfig(path=datasets_dir / CORPUS_FILE), index_path=index_path))
+    index_task(
+        IndexConfig(
+            source=SourceConfig(path=datasets_dir / CORPUS_FILE),
+            index_path=index_path,
+            options=IndexOptions(sentence_vectors=True),
+        )
+    )
     config = SweepConfig(
         index_path=index_path,
         questions_path=datasets_dir / DEMO_FILE,
         store_path=workdir / "results.duckdb",
         limit=limit,
+        grid=GridConfig(compressions=DEMO_COMPRESSIONS),
     )
     result = sweep_task(config)
     publish_leaderboard(result)
-    return result
+    decisions = gate_each_task(config.store_path, result.run_id, Path("policies/gate.yaml"))
+    for decision in decisions:
+        publish_gate(decision)
+    report_path = report_task(config.store_path, result.run_id, workdir / "report")
+    return DemoResult(result, decisions, report_path)

@@ -119,3 +119,30 @@ def run_differences(b: RunMeta, c: RunMeta) -> list[str]:
     if changed:
         out.append("packages: " + ", ".join(f"{k} {pb.get(k, '-')} -> {pc.get(k, '-')}" for k in changed))
     return out
+
+
+def gate_each_compressed(store: DuckDBStore, run_id: str, policy_path: Path) -> list[GateDecision]:
+    """Gate every compressed setting of a run against no compression at the same top-k, retrieval,
+    reranker and layout (a decision row each); settings without such a baseline are left out.
+    """
+    rows = store.leaderboard(run_id)
+    key = ("top_k", "retrieval", "reranker", "layout")
+    baselines = {tuple(r[k] for k in key): r["setting_name"] for r in rows if r["compressor"] == "none"}
+    decisions = []
+    for r in sorted(rows, key=lambda r: (r["top_k"], r["setting_name"])):
+        baseline = baselines.get(tuple(r[k] for k in key))
+        if r["compressor"] == "none" or baseline is None:
+            continue
+        request = GateRequest(
+            store_path=store.path, baseline=baseline, candidate=r["setting_name"], policy_path=policy_path, run=run_id
+        )
+        decisions.append(run_gate(request, store=store))
+    return decisions
+
+
+def verdict_line(d: GateDecision) -> str:
+    """One line per candidate: the verdict and the metric that decided it."""
+    why = d.reasons[0] if d.reasons else "every gated metric passed"
+    if d.decision == "pass" and d.latency is not None:
+        why += f"; {d.latency.speedup:.2f}x as fast end to end"
+    return f"{d.candidate} vs {d.baseline}: {d.decision.upper()} ({why})"

@@ -229,6 +229,10 @@ class DuckDBStore(RunLifecycle):
             [run_id],
         )
 
+    def break_even(self, run_id: str) -> list[Record]:
+        """Where each compressed setting of one run pays for itself (`v_break_even`), by top-k and name."""
+        return self.query("SELECT * FROM v_break_even WHERE run_id = ? ORDER BY top_k, setting_name", [run_id])
+
     def resolve_setting(self, setting: str, run: str | None = None) -> SettingRef:
         """A setting given by name or hash, in `run` or else the latest run that has it."""
         rows = self.query(

@@ -42,8 +42,15 @@ def fill(
     unanswerable: set[str] = frozenset(),  # type: ignore[assignment]
     hardware: str | None = None,
     packages: str = "{}",
+    meta: dict[str, dict[str, object]] | None = None,
 ) -> None:
+    """`meta`: per setting, its compressor, target_ratio and top_k when not none/1.0/3."""
     qids = questions or [f"q{i}" for i in range(N)]
+    meta = meta or {}
+
+    def described(name: str) -> dict[str, object]:
+        return {"top_k": 3, "compressor": "none", "target_ratio": 1.0} | meta.get(name, {})
+
     store.start_run(
         RunRow(
             run_id=run_id,
@@ -67,12 +74,10 @@ def fill(
                 setting_hash=f"h-{name}",
                 setting_name=name,
                 setting_json="{}",
-                top_k=3,
                 retrieval="hybrid",
                 reranker="dense",
-                compressor="none",
-                target_ratio=1.0,
                 layout="ranked",
+                **described(name),  # type: ignore[arg-type]
             )
             for name in settings
         ],
@@ -88,11 +93,11 @@ def fill(
                 question="?",
                 answerable=q not in unanswerable,
                 gold_answers="[]",
-                top_k=3,
                 reranker="dense",
-                compressor="none",
-                target_ratio=1.0,
                 status="ok",
+                retrieval="hybrid",
+                layout="ranked",
+                **described(name),  # type: ignore[arg-type]
                 **{k: float(v[i]) for k, v in cols.items()},
             )
             for i, q in enumerate(qids)
@@ -294,3 +299,31 @@ def test_latency_timed_on_two_machines_inside_one_run_is_not_compared(store: Duc
     assert d.decision == "undecided" and d.latency is None
     assert "latency cannot be compared across different hardware" in d.reasons[0]
     assert any("timed on 2 different machines" in n for n in d.notes)
+
+
+def test_each_compressed_setting_is_gated_against_no_compression_at_its_own_top_k(store: DuckDBStore) -> None:
+    from eval.gate import gate_each_compressed, verdict_line
+
+    base = baseline_values()
+    worse = base | {"answer_contains": [0.0] * N}
+    fill(
+        store,
+        "r1",
+        {"none-k3": base, "none-k8": base, "small-k3": base, "bad-k8": worse},
+        meta={
+            "none-k8": {"top_k": 8},
+            "small-k3": {"compressor": "pruned", "target_ratio": 4.0},
+            "bad-k8": {"compressor": "llmlingua", "target_ratio": 4.0, "top_k": 8},
+        },
+    )
+    policy = store.path.parent / "policy.yaml"
+    policy.write_text(POLICY.model_dump_json())  # JSON is YAML
+    decisions = gate_each_compressed(store, "r1", policy)
+    assert [(d.candidate, d.baseline, d.decision) for d in decisions] == [
+        ("small-k3", "none-k3", "pass"),
+        ("bad-k8", "none-k8", "fail"),
+    ]
+    lines = [verdict_line(d) for d in decisions]
+    assert lines[0].startswith("small-k3 vs none-k3: PASS (every gated metric passed; ")
+    assert lines[1].startswith("bad-k8 vs none-k8: FAIL (answer_contains")
+    assert len(store.decisions_for_run("r1")) == 2  # a decision row each
