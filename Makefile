@@ -8,7 +8,7 @@ VLLM_EXTRA ?= cpu
 CONSTRAINTS ?= $(if $(filter cpu,$(VLLM_EXTRA)),-c constraints-cpu.txt,)
 STAMP := $(VENV)/.installed-$(VLLM_EXTRA)
 
-.PHONY: install demo test test-slow check bench clean
+.PHONY: install demo test test-slow check bench clean browser
 
 install: $(STAMP)
 
@@ -33,6 +33,12 @@ test: install
 # The rest: full end-to-end, a real Prefect server and worker, a real judge server, Ray clusters.
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow
+
+# Headless Chromium (Debian's package) for the report's browser test; the test is skipped, with the reason,
+# where it cannot be installed (no root, no package).
+browser:
+	@command -v chromium >/dev/null || { apt-get install -y -q chromium >/dev/null 2>&1 || \
+	  sudo -n apt-get install -y -q chromium >/dev/null 2>&1 || echo "chromium not installed: the browser test will be skipped"; }
 
 check: install
 	$(BIN)/ruff check corpus eval flows tests benchmarks

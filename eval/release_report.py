@@ -1,34 +1,20 @@
 """The report people look at: a Pareto plot of answer quality against end-to-end latency (one point per
 setting with its 95 % interval, the frontier highlighted) as SVG, and a markdown report with the
 leaderboard, each setting's cost bill, where each compressor breaks even, and the gate decisions on the
-run. No plotting library: the SVG is written directly, so the report works on the bare install.
+run; and one static HTML page with all of it (`html_report`). Plots come from `eval/plots.py` (matplotlib).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 from typing import Any
 
+from eval.plots import Point
 from eval.store import DuckDBStore
 
 Record = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Point:
-    """One setting on the plot."""
-
-    name: str
-    latency_s: float
-    """p50 of end-to-end latency with the compressor's cold cost (e2e_cold_s)."""
-    quality: float
-    """Mean answer token recall over answerable questions."""
-    half_width: float
-    """Half the 95 % normal interval of the mean (1.96 sd / sqrt n)."""
 
 
 def points(rows: Sequence[Record]) -> list[Point]:
@@ -59,64 +45,11 @@ def frontier(pts: Sequence[Point]) -> set[str]:
     }
 
 
-def pareto_svg(pts: Sequence[Point], title: str, width: int = 720, height: int = 440) -> str:
+def pareto_svg(pts: Sequence[Point], title: str) -> str:
     """Answer quality (y) against end-to-end latency (x, log scale) with intervals; frontier in colour."""
-    left, right, top, bottom = 70, 220, 40, 60
-    if not pts:
-        return (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="120"><text x="10" y="60">'
-            f"{escape(title)}: no setting has both a latency and a quality</text></svg>"
-        )
-    xs = [math.log10(p.latency_s) for p in pts]
-    x0, x1 = min(xs) - 0.1, max(xs) + 0.1
-    y0 = max(0.0, min(p.quality - p.half_width for p in pts) - 0.05)
-    y1 = min(1.0, max(p.quality + p.half_width for p in pts) + 0.05)
-    y1 = y1 if y1 > y0 else y0 + 0.1
+    from eval.plots import pareto_plot
 
-    def sx(v: float) -> float:
-        return left + (math.log10(v) - x0) / (x1 - x0) * (width - left - right)
-
-    def sy(v: float) -> float:
-        return top + (y1 - v) / (y1 - y0) * (height - top - bottom)
-
-    best = frontier(pts)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-        'font-size="12">',
-        f'<text x="{left}" y="22" font-size="14">{escape(title)}</text>',
-        f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="black"/>',
-        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="black"/>',
-        f'<text x="{(left + width - right) / 2}" y="{height - 15}" text-anchor="middle">'
-        "end-to-end latency p50, cold compressor cost (s, log scale)</text>",
-        f'<text x="18" y="{(top + height - bottom) / 2}" text-anchor="middle" '
-        f'transform="rotate(-90 18 {(top + height - bottom) / 2})">answer token recall (95 % CI)</text>',
-    ]
-    for k in range(5):
-        v = y0 + (y1 - y0) * k / 4
-        parts.append(f'<text x="{left - 6}" y="{sy(v) + 4:.1f}" text-anchor="end">{v:.2f}</text>')
-    for e in range(math.floor(x0), math.ceil(x1) + 1):
-        for m in (1, 2, 5):
-            v = m * 10.0**e
-            if x0 <= math.log10(v) <= x1:
-                parts.append(f'<text x="{sx(v):.1f}" y="{height - bottom + 16}" text-anchor="middle">{v:g}</text>')
-    on_front = sorted((p for p in pts if p.name in best), key=lambda p: p.latency_s)
-    if len(on_front) > 1:
-        path = " ".join(f"{sx(p.latency_s):.1f},{sy(p.quality):.1f}" for p in on_front)
-        parts.append(f'<polyline points="{path}" fill="none" stroke="#d62728" stroke-dasharray="4 3"/>')
-    for i, p in enumerate(sorted(pts, key=lambda p: p.latency_s)):
-        colour = "#d62728" if p.name in best else "#1f77b4"
-        x, y = sx(p.latency_s), sy(p.quality)
-        parts.append(
-            f'<line x1="{x:.1f}" y1="{sy(p.quality + p.half_width):.1f}" x2="{x:.1f}" '
-            f'y2="{sy(p.quality - p.half_width):.1f}" stroke="{colour}"/>'
-        )
-        parts.append(
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{colour}"><title>{escape(p.name)}</title></circle>'
-        )
-        parts.append(f'<text x="{width - right + 10}" y="{top + 16 * i + 4}" fill="{colour}">{escape(p.name)}</text>')
-        parts.append(f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{width - right + 6}" y2="{top + 16 * i}" stroke="#ccc"/>')
-    parts.append("</svg>")
-    return "\n".join(parts)
+    return pareto_plot(pts, frontier(pts), title)
 
 
 def _cell(value: Any, fmt: str) -> str:
@@ -210,11 +143,179 @@ def report_markdown(
 
 
 def write_report(store: DuckDBStore, run_id: str, out_dir: Path) -> Path:
-    """The run's Pareto plot and markdown report into `out_dir`; returns the report's path."""
+    """The run's Pareto plot, markdown report and HTML page into `out_dir`; returns the page's path."""
     rows = store.leaderboard(run_id)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "pareto.svg").write_text(pareto_svg(points(rows), f"run {run_id}"), encoding="utf-8")
     md = report_markdown(run_id, rows, store.decisions_for_run(run_id), "pareto.svg", store.break_even(run_id))
-    path = out_dir / "report.md"
-    path.write_text(md, encoding="utf-8")
+    (out_dir / "report.md").write_text(md, encoding="utf-8")
+    return write_html_report(store, run_id, out_dir / "report.html")
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px; padding: 0 1rem;
+       color: #111; background: #fafafa; line-height: 1.4; }
+h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.5rem 0 1rem; font-size: 0.9rem; background: white; }
+th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: right; vertical-align: top; }
+th:first-child, td:first-child, th.text { text-align: left; } td.text { text-align: left; max-width: 28rem; }
+.pass { color: #1b5e20; font-weight: bold; } .fail { color: #b71c1c; font-weight: bold; }
+.undecided { color: #8d6e00; font-weight: bold; } .front { font-weight: bold; }
+figure { margin: 1rem 0; } figure svg { max-width: 100%; height: auto; }
+figcaption { font-size: 0.9rem; color: #333; } .meta { color: #333; font-size: 0.9rem; }
+"""
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], text_cols: frozenset[int] = frozenset()) -> str:
+    """An HTML table of already escaped cells."""
+    head = "".join(f'<th class="text">{h}</th>' if i in text_cols else f"<th>{h}</th>" for i, h in enumerate(headers))
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="text">{c}</td>' if i in text_cols else f"<td>{c}</td>" for i, c in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _decision_html(store: DuckDBStore, run_id: str, d: Record) -> str:
+    """One gate decision: verdict, reasons, its metric table and the questions the candidate lost most on."""
+    import json
+    from html import escape
+
+    verdict = str(d["decision"])
+    results = json.loads(d["results_json"] or "{}")
+    rows = []
+    for m in results.get("metrics", []):
+        rows.append(
+            [
+                escape(f"{m['name']} ({m['population']})" + (" (advisory)" if m.get("advisory") else "")),
+                str(m["n"]),
+                f"{m['baseline_mean']:.3f}",
+                f"{m['candidate_mean']:.3f}",
+                f"{m['diff']:+.3f}",
+                f"[{m['ci_low']:+.3f}, {m['ci_high']:+.3f}]",
+                f"{m['margin']:.3f}",
+                f'<span class="{escape(m["verdict"])}">{escape(m["verdict"])}</span>',
+            ]
+        )
+    lat = results.get("latency")
+    if lat:
+        rows.append(
+            [
+                escape(f"{lat['metric']} speed-up"),
+                str(lat["n"]),
+                f"{lat['baseline_mean']:.3f} s",
+                f"{lat['candidate_mean']:.3f} s",
+                f"{lat['speedup']:.2f}x",
+                f"[{lat['ci_low']:.2f}, {lat['ci_high']:.2f}]",
+                f"&ge;{lat['min_speedup']:.2f}x",
+                f'<span class="{escape(lat["verdict"])}">{escape(lat["verdict"])}</span>',
+            ]
+        )
+    reasons = "".join(f"<li>{escape(r)}</li>" for r in json.loads(d["reasons"] or "[]"))
+    parts = [
+        f'<section class="decision" data-verdict="{escape(verdict)}">',
+        f"<h3>{escape(str(d['candidate']))} vs {escape(str(d['baseline']))}: "
+        f'<span class="{escape(verdict)}">{escape(verdict.upper())}</span> (exit {d["exit_code"]}, '
+        f"{d['n_questions']} paired questions)</h3>",
+        f"<ul>{reasons}</ul>" if reasons else "",
+        _table(["metric", "n", "baseline", "candidate", "diff", "95% CI", "margin", "verdict"], rows),
+    ]
+    if d.get("baseline_hash") and d.get("candidate_hash"):
+        losses = store.largest_losses(run_id, d["baseline_hash"], d["candidate_hash"])
+        if losses:
+            parts.append("<p>Questions where the candidate lost most answer token recall:</p>")
+            parts.append(
+                _table(
+                    ["question", "gold", "baseline answer", "candidate answer", "recall", "context tokens"],
+                    [
+                        [
+                            escape(str(x["question"])),
+                            escape(", ".join(json.loads(x["gold_answers"] or "[]"))),
+                            escape(str(x["baseline_answer"] or "")),
+                            escape(str(x["candidate_answer"] or "")),
+                            f"{x['baseline_recall']:.2f} &rarr; {x['candidate_recall']:.2f}",
+                            f"{x['baseline_context_tokens']} &rarr; {x['candidate_context_tokens']}",
+                        ]
+                        for x in losses
+                    ],
+                    frozenset({0, 1, 2, 3}),
+                )
+            )
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def html_report(store: DuckDBStore, run_id: str) -> str:
+    """One static HTML page: both plots inline, the leaderboard, break-even, and every gate decision of the
+    run with its table and the questions each candidate lost most on. No script, no network.
+    """
+    import json
+    from html import escape
+
+    from eval.plots import break_even_plot
+
+    run = store.run_summary(run_id)
+    rows = store.leaderboard(run_id)
+    pts = points(rows)
+    best = frontier(pts)
+    be = store.break_even(run_id)
+    newest: dict[tuple[str, str], Record] = {}
+    for d in store.decisions_for_run(run_id):  # newest first: a candidate gated again shows its last decision
+        newest.setdefault((str(d["baseline"]), str(d["candidate"])), d)
+    decisions = list(newest.values())
+    hw = json.loads(run["hardware_json"] or "{}")
+    board = [
+        [
+            (f'<span class="front">{escape(str(r["setting_name"]))}</span>' if r["setting_name"] in best else "")
+            or escape(str(r["setting_name"])),
+            *[_cell(r.get(k), f) for k, _, f in BILL[1:]],
+        ]
+        for r in rows
+    ]
+    be_rows = [
+        [escape(str(r["setting_name"]))]
+        + [
+            _cell(r["cold_s_per_token"] * 1e6 if k == "cold_s_per_token" and r[k] is not None else r.get(k), f)
+            for k, _, f in BREAK_EVEN[1:]
+        ]
+        for r in be
+    ]
+    body = [
+        f"<h1>cribsheet release report: run {escape(run_id)}</h1>",
+        f'<p class="meta">{escape(str(run["started_at"]))} &middot; status {escape(str(run["status"]))} &middot; '
+        f"{run['n_questions']} questions ({escape(str(run['questions_path']))}) &times; {run['n_settings']} settings "
+        f"&middot; commit {escape(str(run['git_commit'] or 'unknown')[:12])}{' (dirty)' if run['git_dirty'] else ''} "
+        f"&middot; {escape(str(hw.get('cpu', 'unknown CPU')))}, {hw.get('cores', '?')} cores, engine "
+        f"{escape(str(run['engine_precision'] or '?'))}</p>",
+        "<h2>Release decisions</h2>",
+        "".join(_decision_html(store, run_id, d) for d in decisions)
+        or "<p>No gate decision on this run yet (<code>cribsheet gate</code>).</p>",
+        "<h2>Answer quality against end-to-end latency</h2>",
+        f"<figure>{pareto_svg(pts, f'run {run_id}')}<figcaption>Answer token recall (95 % interval) against the "
+        "p50 of retrieve + rerank + the compressor's cold cost + TTFT of the prompt run alone; the frontier in "
+        "magenta.</figcaption></figure>",
+        "<h2>Leaderboard</h2>",
+        _table([h for _, h, _ in BILL], board),
+        "<h2>Where each compressor pays for itself</h2>",
+        f"<figure>{break_even_plot(be, 'predicted end-to-end speed-up by context length')}<figcaption>Curves: "
+        "the break-even model (a line fitted to the run's probes, each compressor's cold cost per token and "
+        "realized ratio); dots: measured on this run's probe questions.</figcaption></figure>",
+        _table([h for _, h, _ in BREAK_EVEN], be_rows) if be_rows else "<p>No compressed setting with probes.</p>",
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>cribsheet report {escape(run_id)}</title><style>{_CSS}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
+
+
+def write_html_report(store: DuckDBStore, run_id: str, path: Path) -> Path:
+    """`html_report` into `path` (written whole: a reader never sees half a page)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(html_report(store, run_id), encoding="utf-8")
+    tmp.replace(path)
     return path

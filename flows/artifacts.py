@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import base64
 import re
+from pathlib import Path
 from typing import Any
 
 from prefect import State
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.states import Completed, Failed
 
 from eval.gate import GateDecision
@@ -63,6 +64,25 @@ def publish_leaderboard(result: SweepResult) -> None:
         markdown=report_markdown(result.run_id, result.leaderboard, [], plot),
         key="cribsheet-report",
         description=f"run {result.run_id}: quality vs end-to-end latency and the cost bill per setting",
+    )
+
+
+def publish_report(html_path: Path, run_id: str) -> None:
+    """The written release report in Prefect: its markdown (Pareto plot inline, break-even, the gate
+    decisions; key `cribsheet-release-report`) and a link to the one-page HTML report.
+    """
+    folder = html_path.parent
+    svg = (folder / "pareto.svg").read_text(encoding="utf-8")
+    plot = "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
+    markdown = (folder / "report.md").read_text(encoding="utf-8").replace("(pareto.svg)", f"({plot})")
+    create_markdown_artifact(
+        markdown=markdown, key="cribsheet-release-report", description=f"run {run_id}: the release report"
+    )
+    create_link_artifact(
+        link=html_path.resolve().as_uri(),
+        link_text=f"release report of run {run_id} (HTML, one page)",
+        key="cribsheet-release-report-html",
+        description=str(html_path.resolve()),
     )
 
 

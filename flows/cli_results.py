@@ -85,11 +85,17 @@ def report(
     store: Annotated[Path, typer.Option(help="DuckDB results file.")],
     run: Annotated[str | None, typer.Option(help="Run id (default: the latest run that stored rows).")] = None,
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="Folder for pareto.svg and report.md (default: print only).")
+        Path | None,
+        typer.Option("--out", help="Folder for pareto.svg, report.md and report.html (default: print only)."),
+    ] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write the one-page HTML report (plots inline, no script) here.")
     ] = None,
 ) -> None:
-    """Print the leaderboard of a run; with --out, also write its Pareto plot and markdown report."""
-    from eval.release_report import write_report
+    """Print the leaderboard of a run; with --out, also write its Pareto plot, markdown and HTML report; with
+    --html, the HTML page alone.
+    """
+    from eval.release_report import write_html_report, write_report
     from eval.store import DuckDBStore
 
     try:
@@ -101,6 +107,8 @@ def report(
         print_leaderboard(rows, f"run {run_id}")
         if out_dir is not None:
             show_path(write_report(db, run_id, out_dir))
+        if html is not None:
+            show_path(write_html_report(db, run_id, html))
     except CribsheetError as exc:
         fail(str(exc))
 

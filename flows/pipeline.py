@@ -30,7 +30,7 @@ from eval.run.runner import SettingOutput
 from eval.run.sweep import SweepResult, run_sweep
 from eval.settings import CompressionSpec, GridConfig, Setting, SweepConfig
 from eval.store import DuckDBStore
-from flows.artifacts import gate_state, publish_gate, publish_leaderboard
+from flows.artifacts import gate_state, publish_gate, publish_leaderboard, publish_report
 from flows.config import load_config
 from flows.progress import report
 
@@ -206,4 +206,5 @@ def demo_flow(workdir: Path, datasets_dir: Path, limit: int | None = None) -> De
     for decision in decisions:
         publish_gate(decision)
     report_path = report_task(config.store_path, result.run_id, workdir / "report")
+    publish_report(report_path, result.run_id)
     return DemoResult(result, decisions, report_path)

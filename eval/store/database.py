@@ -229,6 +229,29 @@ class DuckDBStore(RunLifecycle):
             [run_id],
         )
 
+    def largest_losses(self, run_id: str, baseline_hash: str, candidate_hash: str, n: int = 5) -> list[Record]:
+        """The answerable questions where the candidate lost most answer token recall against the baseline."""
+        return self.query(
+            "SELECT question, gold_answers, a_answer AS baseline_answer, b_answer AS candidate_answer, "
+            "a_answer_token_recall AS baseline_recall, b_answer_token_recall AS candidate_recall, "
+            "answer_token_recall_diff AS diff, a_context_tokens AS baseline_context_tokens, "
+            "b_context_tokens AS candidate_context_tokens FROM v_sample_diff "
+            "WHERE run_id = ? AND a_setting_hash = ? AND b_setting_hash = ? AND answerable "
+            "AND answer_token_recall_diff < 0 ORDER BY answer_token_recall_diff, question LIMIT ?",
+            [run_id, baseline_hash, candidate_hash, n],
+        )
+
+    def run_summary(self, run_id: str) -> Record:
+        """What a report's header says about a run: when, on which code and machine."""
+        rows = self.query(
+            "SELECT run_id, started_at, finished_at, status, git_commit, git_dirty, hardware_json, "
+            "engine_precision, n_questions, n_settings, questions_path FROM runs WHERE run_id = ?",
+            [run_id],
+        )
+        if not rows:
+            raise CribsheetError(f"{self.path}: no run '{run_id}'")
+        return rows[0]
+
     def break_even(self, run_id: str) -> list[Record]:
         """Where each compressed setting of one run pays for itself (`v_break_even`), by top-k and name."""
         return self.query("SELECT * FROM v_break_even WHERE run_id = ? ORDER BY top_k, setting_name", [run_id])

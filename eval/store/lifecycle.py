@@ -201,7 +201,8 @@ class RunLifecycle:
     def decisions_for_run(self, run_id: str) -> list[Record]:
         """Gate decisions whose baseline or candidate came from this run, newest first."""
         return self.query(
-            "SELECT created_at, decision, exit_code, baseline, candidate, n_questions, report_path "
+            "SELECT created_at, decision, exit_code, baseline, candidate, n_questions, report_path, reasons, "
+            "results_json, baseline_hash, candidate_hash "
             "FROM gate_decisions WHERE baseline_run = ? OR candidate_run = ? ORDER BY created_at DESC",
             [run_id, run_id],
         )

@@ -160,7 +160,11 @@ SELECT a.run_id, a.question_id, a.question, a.answerable,
        a.faithfulness AS a_faithfulness, b.faithfulness AS b_faithfulness,
        a.context_answer_recall AS a_context_answer_recall, b.context_answer_recall AS b_context_answer_recall,
        a.prompt_tokens AS a_prompt_tokens, b.prompt_tokens AS b_prompt_tokens,
-       a.ttft_s AS a_ttft_s, b.ttft_s AS b_ttft_s
+       a.ttft_s AS a_ttft_s, b.ttft_s AS b_ttft_s,
+       a.setting_hash AS a_setting_hash, b.setting_hash AS b_setting_hash, a.gold_answers,
+       a.answer_token_recall AS a_answer_token_recall, b.answer_token_recall AS b_answer_token_recall,
+       b.answer_token_recall - a.answer_token_recall AS answer_token_recall_diff,
+       a.context_tokens_out AS a_context_tokens, b.context_tokens_out AS b_context_tokens
 FROM samples a JOIN samples b USING (run_id, question_id)
 WHERE a.setting_hash <> b.setting_hash""",
 }

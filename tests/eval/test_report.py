@@ -45,16 +45,22 @@ def test_frontier_keeps_only_undominated_settings() -> None:
 
 
 def test_pareto_svg_is_valid_xml_with_one_marker_per_setting() -> None:
+    import re
+
     svg = pareto_svg(points(ROWS), "run <x>")
     root = ET.fromstring(svg)
-    ns = "{http://www.w3.org/2000/svg}"
-    circles = root.findall(f"{ns}circle")
-    assert len(circles) == 3
-    colours = {c.findtext(f"{ns}title"): c.get("fill") for c in circles}
-    assert colours["none-k3"] == colours["none-k8"] != colours["llmlingua-4x"]
-    assert len(root.findall(f"{ns}polyline")) == 1  # the frontier line
-    assert "run &lt;x&gt;" in svg
-    assert "no setting has both" in pareto_svg([], "empty")
+    markers = {e.get("id"): e for e in root.iter() if (e.get("id") or "").startswith("point-")}
+    assert set(markers) == {"point-none-k3", "point-llmlingua-4x", "point-none-k8"}
+
+    def fill(marker: ET.Element) -> str:
+        styles = " ".join(e.get("style") or "" for e in marker.iter())
+        return re.findall(r"fill: (#[0-9a-f]{6})", styles)[0]
+
+    colours = {name: fill(m) for name, m in markers.items()}
+    assert colours["point-none-k3"] == colours["point-none-k8"] != colours["point-llmlingua-4x"]  # frontier apart
+    assert sum(1 for e in root.iter() if e.get("id") == "frontier") == 1  # the frontier line
+    assert "run &lt;x&gt;" in svg and "<script" not in svg
+    assert svg.startswith("<svg") and "no setting has both" in pareto_svg([], "empty")
 
 
 def test_report_markdown_has_the_bill_the_frontier_and_the_decisions() -> None:

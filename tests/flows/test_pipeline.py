@@ -112,7 +112,8 @@ def test_report_command_writes_the_pareto_plot_and_the_bill(swept: tuple[Path, s
     )
     assert proc.returncode == 0, proc.stderr
     svg = ET.fromstring((out / "pareto.svg").read_text())
-    assert len(svg.findall("{http://www.w3.org/2000/svg}circle")) == 4  # every setting has a latency
+    assert sum((e.get("id") or "").startswith("point-") for e in svg.iter()) == 4  # every setting has a latency
+    assert (out / "report.html").exists()
     md = (out / "report.md").read_text()
     assert f"run {run_id}" in md and "halving-2x-k3-hybrid-dense" in md and "(pareto.svg)" in md
 

@@ -1,0 +1,145 @@
+"""The report's plots, drawn with matplotlib's SVG backend: round ticks, text kept as text (searchable, and
+sized by the page), and an opaque light background so black text and axes read on a dark page (Prefect's
+UI) as well as on a light one. Each plot is returned as an inline `<svg>` element (no XML prologue), so a
+page or a Prefect artifact needs no file server. Every setting's marker carries an id (`point-NAME`,
+`measured-NAME`) and each curve one (`curve-NAME`), so a browser test can find them.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One setting on the plot."""
+
+    name: str
+    latency_s: float
+    """p50 of end-to-end latency with the compressor's cold cost (e2e_cold_s)."""
+    quality: float
+    """Mean answer token recall over answerable questions."""
+    half_width: float
+    """Half the 95 % normal interval of the mean (1.96 sd / sqrt n)."""
+
+
+FRONT, OTHER = "#c2185b", "#1565c0"
+"""Frontier and other settings: distinguishable in colour and in lightness (read in grey too)."""
+PALETTE = ["#1565c0", "#c2185b", "#2e7d32", "#ef6c00", "#6a1b9a", "#00838f", "#5d4037", "#455a64"]
+
+
+def _safe(name: str) -> str:
+    """A setting name as an SVG id."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100, facecolor="white", edgecolor="#9e9e9e", linewidth=1)
+    return fig
+
+
+def _svg(fig: Any) -> str:
+    """The figure as an inline <svg> element with its text as text."""
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "cribsheet", "font.size": 10}):
+        fig.savefig(buf, format="svg", facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
+    text = buf.getvalue()
+    return re.sub(r"\s*<metadata>.*?</metadata>", "", text[text.index("<svg") :], flags=re.S)  # no RDF block
+
+
+def _style(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
+    ax.set_facecolor("white")
+    ax.set_title(title, loc="left", fontsize=11, color="black")
+    ax.set_xlabel(xlabel, color="black")
+    ax.set_ylabel(ylabel, color="black")
+    ax.grid(True, color="#e0e0e0", linewidth=0.8)
+    ax.set_axisbelow(True)
+    ax.tick_params(colors="black")
+    for spine in ax.spines.values():
+        spine.set_color("#616161")
+
+
+def pareto_plot(pts: Sequence[Point], best: set[str], title: str) -> str:
+    """Answer token recall (with its 95 % interval) against end-to-end cold latency p50 (log scale); the
+    frontier in colour and joined by a dashed line.
+    """
+    from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
+
+    fig = _figure(7.2, 4.4)
+    ax = fig.add_subplot(1, 1, 1)
+    _style(ax, title, "end-to-end latency p50, cold compressor cost (s, log scale)", "answer token recall (95 % CI)")
+    if not pts:
+        ax.text(0.5, 0.5, "no setting has both a latency and a quality", ha="center", transform=ax.transAxes)
+        return _svg(fig)
+    ordered = sorted(pts, key=lambda p: p.latency_s)
+    front = [p for p in ordered if p.name in best]
+    if len(front) > 1:
+        ax.plot([p.latency_s for p in front], [p.quality for p in front], "--", color=FRONT, lw=1.2, gid="frontier")
+    for p in ordered:
+        colour = FRONT if p.name in best else OTHER
+        ax.errorbar([p.latency_s], [p.quality], yerr=[p.half_width], fmt="none", ecolor=colour, capsize=3)
+        ax.plot([p.latency_s], [p.quality], "o", color=colour, ms=7, gid=f"point-{_safe(p.name)}")
+        ax.annotate(p.name, (p.latency_s, p.quality), xytext=(6, 5), textcoords="offset points", fontsize=8)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
+    lo = min(p.latency_s for p in pts) / 1.5
+    hi = max(p.latency_s for p in pts) * 1.8
+    ax.set_xlim(lo, hi)
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def speedup_at(row: Record, context: float) -> float:
+    """The break-even model's predicted end-to-end speed-up of a `v_break_even` row at `context` tokens."""
+    s, o, h = row["ttft_s_per_token"], row["overhead_s"], row["other_prompt_tokens"]
+    k, r = row["cold_s_per_token"], row["realized_ratio"]
+    return float((o + s * (context + h)) / (o + k * context + s * (context / r + h)))
+
+
+def break_even_plot(rows: Sequence[Record], title: str, longest: int = 8000) -> str:
+    """Predicted end-to-end speed-up against context length, one curve per compressed setting, with the
+    measured points on top, and the 1x (break-even) and 2x lines.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    fig = _figure(7.2, 4.4)
+    ax = fig.add_subplot(1, 1, 1)
+    _style(ax, title, "context tokens before compression", "end-to-end speed-up vs no compression")
+    usable = [r for r in rows if r.get("ttft_s_per_token") and r.get("realized_ratio")]
+    if not usable:
+        ax.text(0.5, 0.5, "no compressed setting with probe latencies", ha="center", transform=ax.transAxes)
+        return _svg(fig)
+    top = max(longest, int(max(r["context_tokens"] for r in usable) * 1.5))
+    xs = [top * i / 200 for i in range(1, 201)]
+    ax.axhline(1.0, color="#424242", lw=1, gid="break-even-line")
+    ax.axhline(2.0, color="#9e9e9e", lw=1, ls=":", gid="two-x-line")
+    for i, r in enumerate(usable):
+        colour = PALETTE[i % len(PALETTE)]
+        name = str(r["setting_name"])
+        ax.plot(xs, [speedup_at(r, x) for x in xs], color=colour, lw=1.6, label=name, gid=f"curve-{_safe(name)}")
+        if r.get("measured_speedup") is not None:
+            ax.plot(
+                [r["context_tokens"]], [r["measured_speedup"]], "o", color=colour, ms=7, mec="black",
+                gid=f"measured-{_safe(name)}",
+            )  # fmt: skip
+    ax.set_xlim(0, top)
+    highest = [speedup_at(r, x) for r in usable for x in xs] + [r["measured_speedup"] or 0 for r in usable]
+    ax.set_ylim(0, max(2.2, max(highest) * 1.12))  # the 2x line and every measured point stay in view
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]))
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
+    ax.legend(fontsize=8, loc="upper left", frameon=True, facecolor="white", framealpha=1.0)
+    fig.tight_layout()
+    return _svg(fig)
