@@ -6,6 +6,7 @@ deployments use); flags given on the command line override the file.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -306,6 +307,10 @@ def demo(
 
 def main() -> None:
     """Console-script entry point."""
+    if not sys.stdout.isatty() and not os.environ.get("COLUMNS") and not os.environ.get("TERMINAL_WIDTH"):
+        import typer.rich_utils
+
+        typer.rich_utils.MAX_WIDTH = 120  # --help in a pipe or a CI log: not squeezed into 80 columns
     try:
         app()
     except KeyboardInterrupt:

@@ -66,6 +66,16 @@ def test_help_lists_commands_and_is_fast(tmp_path: Path) -> None:
         assert command in proc.stdout
 
 
+def test_help_in_a_pipe_is_readable_not_squeezed(tmp_path: Path) -> None:
+    """No terminal and no COLUMNS (a CI log, `| less`): the options' help gets 120 columns, not 80."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "TERMINAL_WIDTH", "PREFECT_LOGGING_LEVEL")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    proc = subprocess.run([*CLI, "sweep", "--help"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    widths = [len(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 0 and max(widths) == 120
+    assert any("YAML file of this command's settings; flags override it." in line for line in proc.stdout.splitlines())
+
+
 def test_fresh_machine_without_cache_folder(tmp_path: Path) -> None:
     """No PREFECT_HOME and no cache folder yet: the CLI creates what Prefect needs."""
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_LOGGING_LEVEL", "PREFECT_HOME")}
