@@ -19,7 +19,7 @@ from corpus.errors import CribsheetError
 from corpus.registry import ComponentSpec, Registry
 from corpus.retrieve import RetrievalMode
 from eval.compress import COMPRESSORS
-from eval.compress.extractive import ExtractiveConfig
+from eval.compress.extractive import AutoPrunedConfig
 from eval.compress.lingua import LLMLinguaConfig, LongLLMLinguaConfig
 from eval.engine.generator import GENERATORS, GeneratorConfig
 from eval.faithfulness.judge import JUDGES, JudgeConfig
@@ -189,9 +189,10 @@ class GridConfig(BaseModel):
         ]
 
 
-class CompressorConfig(LLMLinguaConfig, LongLLMLinguaConfig, ExtractiveConfig):
+class CompressorConfig(LLMLinguaConfig, LongLLMLinguaConfig, AutoPrunedConfig):
     """Every compressor's knobs in one place (the compressor LM of the llmlingua family, the extractive and
-    pruned selectors' weights); each compressor takes the fields its own config declares.
+    pruned selectors' weights, pruned-auto's relevance share); each compressor takes the fields its own config
+    declares.
     """
 
 

@@ -18,8 +18,12 @@ def suffix_pair(spec: str) -> tuple[str, str]:
 
 
 def parse_compression(spec: str) -> dict[str, Any]:
-    """`--compression llmlingua:4` -> a CompressionSpec's fields."""
+    """`--compression llmlingua:4` -> a CompressionSpec's fields; `pruned:auto:8` is `pruned-auto` with 8x as
+    its ceiling.
+    """
     name, _, ratio = spec.partition(":")
+    if ratio.startswith("auto"):
+        name, ratio = f"{name}-auto", ratio.removeprefix("auto").lstrip(":") or "8"
     try:
         return {"compressor": name, "target_ratio": float(ratio) if ratio else 1.0}
     except ValueError:

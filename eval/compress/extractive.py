@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from corpus.embed import Embedder, VectorCache
 from corpus.errors import CribsheetError
 from corpus.sentences import SentenceVectors
-from corpus.text import content_words, sentence_spans
+from corpus.text import PRONOUN_START, content_words, sentence_spans
 
 if TYPE_CHECKING:
     import numpy as np
@@ -77,16 +77,7 @@ class ExtractiveCompressor:
         if asked:
             shares = [len(asked & set(content_words(s))) / len(asked) for _, s in sentences]
             sims = sims + self.word_overlap * np.array(shares, dtype=sims.dtype)
-        budget = max(1, round(tokens_in / ratio))
-        chosen: set[int] = set()
-        used = 0
-        for i in np.argsort(-sims, kind="stable"):
-            if chosen and used + sizes[i] > budget:
-                continue  # try shorter sentences further down; stop only when the budget is exhausted
-            chosen.add(int(i))
-            used += sizes[i]
-            if used >= budget:
-                break
+        chosen = self.select(sims, sizes, tokens_in, ratio, sentences)
         texts: list[str] = []
         kept: list[int] = []
         for pi in range(len(passages)):
@@ -106,6 +97,26 @@ class ExtractiveCompressor:
             calls=1,
             kept=kept,
         )
+
+    def select(
+        self, sims: np.ndarray, sizes: list[int], tokens_in: int, ratio: float, sentences: list[tuple[int, str]]
+    ) -> set[int]:
+        """The best-scored sentences until `tokens_in / ratio` tokens are kept (a sentence that would pass
+        the budget is skipped for a shorter one further down).
+        """
+        import numpy as np
+
+        budget = max(1, round(tokens_in / ratio))
+        chosen: set[int] = set()
+        used = 0
+        for i in np.argsort(-sims, kind="stable"):
+            if chosen and used + sizes[i] > budget:
+                continue  # try shorter sentences further down; stop only when the budget is exhausted
+            chosen.add(int(i))
+            used += sizes[i]
+            if used >= budget:
+                break
+        return chosen
 
     def vectors_and_cost(self, sentences: list[str]) -> tuple[np.ndarray, float]:
         """Unit vectors of `sentences` (embedded here, kept in memory across calls) and what they cost to
@@ -172,7 +183,60 @@ class PrunedCompressor(ExtractiveCompressor):
         return np.asarray(centroid / (np.linalg.norm(centroid) or 1.0), dtype=np.float32)
 
 
-NEEDS_SENTENCE_VECTORS = frozenset({"pruned", "pruned-agnostic"})
+class AutoPrunedConfig(ExtractiveConfig):
+    """The pruned selector with a budget by relevance."""
+
+    relevance_share: float = Field(default=0.8, gt=0.0, le=1.0)
+    """Share of the context's relevance mass the kept sentences must hold."""
+    temperature: float = Field(default=0.05, gt=0.0, le=1.0)
+    """Softness of the relevance mass: a sentence's mass is exp((score - best score) / temperature)."""
+    keep_antecedents: bool = True
+    """A kept sentence that opens with a pronoun ("It", "This", "They") brings the sentence before it in its
+    passage, so the pronoun keeps its referent."""
+
+
+class AutoPrunedCompressor(PrunedCompressor):
+    """`pruned` with a budget by relevance: the smallest set of best-scored sentences that holds
+    `relevance_share` of the context's relevance mass, and never fewer tokens than `tokens_in / ratio` (the
+    ratio is a ceiling). A question one sentence answers compresses to the ceiling; one whose answer spans
+    several close-scored sentences keeps them. A kept sentence that opens with a pronoun keeps its
+    predecessor.
+    """
+
+    def __init__(
+        self, count_tokens: TokenCounter, embedder: Embedder, stored: SentenceVectors, config: AutoPrunedConfig
+    ) -> None:
+        super().__init__(count_tokens, embedder, stored, True, config)
+        self.name = "pruned-auto"
+        self.share = config.relevance_share
+        self.temperature = config.temperature
+        self.keep_antecedents = config.keep_antecedents
+
+    def select(
+        self, sims: np.ndarray, sizes: list[int], tokens_in: int, ratio: float, sentences: list[tuple[int, str]]
+    ) -> set[int]:
+        """Best-scored first until the relevance share and the ceiling's floor of tokens are both met."""
+        import numpy as np
+
+        floor = max(1, round(tokens_in / ratio))
+        mass = np.exp((sims - sims.max()) / self.temperature)
+        wanted = self.share * float(mass.sum())
+        chosen: set[int] = set()
+        held, used = 0.0, 0
+        for i in np.argsort(-sims, kind="stable"):
+            chosen.add(int(i))
+            held += float(mass[i])
+            used += sizes[i]
+            if held >= wanted and used >= floor:
+                break
+        if self.keep_antecedents:
+            for i in sorted(chosen):
+                if i > 0 and sentences[i - 1][0] == sentences[i][0] and PRONOUN_START.match(sentences[i][1]):
+                    chosen.add(i - 1)
+        return chosen
+
+
+NEEDS_SENTENCE_VECTORS = frozenset({"pruned", "pruned-agnostic", "pruned-auto"})
 """Compressors that read the sentence vectors an index stores (`cribsheet index --sentence-vectors`)."""
 
 
@@ -205,6 +269,13 @@ def _pruned_agnostic(config: ExtractiveConfig, deps: CompressorDeps) -> Compress
     """The pruned selector's agnostic twin: sentences closest to the context's centroid (no question)."""
     stored = _stored_vectors(deps, "pruned-agnostic")
     return PrunedCompressor(deps.count_tokens, deps.embedder, stored, False, config)  # type: ignore[arg-type]
+
+
+@COMPRESSORS.register("pruned-auto", AutoPrunedConfig)
+def _pruned_auto(config: AutoPrunedConfig, deps: CompressorDeps) -> Compressor:
+    """The pruned selector with a budget by relevance mass (the ratio is a ceiling) and pronoun antecedents."""
+    stored = _stored_vectors(deps, "pruned-auto")
+    return AutoPrunedCompressor(deps.count_tokens, deps.embedder, stored, config)  # type: ignore[arg-type]
 
 
 @COMPRESSORS.register("extractive", ExtractiveConfig)

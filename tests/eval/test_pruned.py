@@ -137,3 +137,54 @@ def test_the_cold_bill_is_the_same_whichever_setting_or_question_asks_first(
         assert cold == pytest.approx(large_first[key][1], abs=0.002 * n)  # ... whatever ran before
     if name == "extractive":  # paid: what this request spent; the second user of a sentence pays nothing for it
         assert small_first[5, 1][0] < small_first[5, 1][1] - 0.004 * len(chunk_sentences(passages))
+
+
+def _auto(share: float = 0.8, temperature: float = 0.05, antecedents: bool = True) -> object:
+    """pruned-auto's selection alone (no index, no embedder): the scores are given."""
+    from eval.compress.extractive import AutoPrunedCompressor
+
+    comp = object.__new__(AutoPrunedCompressor)
+    comp.share, comp.temperature, comp.keep_antecedents = share, temperature, antecedents
+    return comp
+
+
+def test_pruned_auto_compresses_an_easy_question_to_its_ceiling_and_keeps_a_spread_answer() -> None:
+    import numpy as np
+
+    sentences = [(0, f"Sentence {i} about the river.") for i in range(10)]
+    sizes = [10] * 10
+    peaked = np.array([0.9, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3])
+    easy = _auto().select(peaked, sizes, 100, 8.0, sentences)  # type: ignore[attr-defined]
+    assert easy == {0, 1}  # one sentence holds the mass; the 8x ceiling's floor (13 tokens) adds the next best
+    spread = np.array([0.80, 0.79, 0.78, 0.77, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3])
+    kept = _auto().select(spread, sizes, 100, 8.0, sentences)  # type: ignore[attr-defined]
+    assert kept == {0, 1, 2}  # close scores share the mass: 80 % of it needs three, far below the ceiling
+    assert _auto(share=0.95).select(spread, sizes, 100, 8.0, sentences) == {0, 1, 2, 3}  # type: ignore[attr-defined]
+    fixed = ExtractiveCompressor.select(_auto(), spread, sizes, 100, 4.0, sentences)  # type: ignore[arg-type]
+    assert fixed == {0, 1}  # the fixed 4x budget (25 tokens) cuts the spread answer
+
+
+def test_pruned_auto_keeps_the_sentence_a_pronoun_points_back_to() -> None:
+    import numpy as np
+
+    sentences = [(0, "The Rhine rises in the Alps."), (0, "It flows into the North Sea."), (1, "It is long.")]
+    sims = np.array([0.1, 0.9, 0.1])
+    with_referent = _auto().select(sims, [6, 6, 3], 15, 8.0, sentences)  # type: ignore[attr-defined]
+    assert with_referent == {0, 1}
+    assert _auto(antecedents=False).select(sims, [6, 6, 3], 15, 8.0, sentences) == {1}  # type: ignore[attr-defined]
+
+
+def test_pruned_auto_is_its_own_setting_and_its_share_is_in_the_hash(tmp_path: Path) -> None:
+    from eval.settings import CompressionSpec, CompressorConfig, GridConfig, SweepConfig
+    from flows.options import parse_compression
+
+    assert parse_compression("pruned:auto:8") == {"compressor": "pruned-auto", "target_ratio": 8.0}
+    assert parse_compression("pruned:auto") == {"compressor": "pruned-auto", "target_ratio": 8.0}
+    grid = GridConfig(compressions=[CompressionSpec(compressor="pruned-auto", target_ratio=8.0)])
+    base = SweepConfig(index_path=tmp_path, questions_path=tmp_path, store_path=tmp_path / "r", grid=grid)
+    other = base.model_copy(update={"compressor": CompressorConfig(relevance_share=0.6)})
+    setting = grid.expand()[0]
+    assert setting.name.startswith("pruned-auto-8x-k")
+    assert base.setting_hash(setting) != other.setting_hash(setting)
+    pruned = GridConfig(compressions=[CompressionSpec(compressor="pruned", target_ratio=4.0)]).expand()[0]
+    assert base.setting_hash(pruned) == other.setting_hash(pruned)  # pruned's own knobs did not change
