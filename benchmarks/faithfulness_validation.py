@@ -108,6 +108,7 @@ def main() -> None:
         "--split", action="append", help="tune, test and/or handwritten (real answers only; default: all)"
     )
     parser.add_argument("--easy-docs", type=int, default=200, help="documents of the old easy set (0: skip)")
+    parser.add_argument("--domains-only", action="store_true", help="only the per-domain table with the baseline")
     args = parser.parse_args()
     from corpus.runtime import quiet_offline_env
 
@@ -128,6 +129,9 @@ def main() -> None:
         return len(tokenizer.encode(text, add_special_tokens=False))
 
     report: dict[str, Any] = {}
+    if args.domains_only:
+        print(json.dumps({"domains": domain_table(checker, count)}))
+        return
     cases = read_hard_set(HARD)
     for split in args.split or ["tune", "test"]:
         chosen = [c for c in cases if c.split == split]
