@@ -8,6 +8,7 @@ completes, with its count and seconds, through Prefect's run logger inside a flo
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -35,9 +36,10 @@ HEARTBEAT_S = 30.0
 
 
 class LineReporter:
-    """Logs one line per stage when it completes (`retrieve: 87/87 in 3.2 s`), and while it runs a line with
-    its counts at least every `every` seconds (`embed: 4096/19780 after 31 s`), so a log without a terminal
-    never goes quiet on long work.
+    """Logs one line per stage when it completes (`retrieve: 87/87 in 3.2 s`), and while a stage runs a line
+    with its latest counts at least every `every` seconds (`embed: 4096/19780 after 31 s`), also through a
+    long call that reports nothing until it returns (one engine batch): a log without a terminal never
+    goes quiet on long work. `close()` stops the heartbeat thread.
     """
 
     def __init__(self, emit: Callable[[str], None] = _log, every: float = HEARTBEAT_S) -> None:
@@ -45,32 +47,65 @@ class LineReporter:
         self.every = every
         self._started: dict[str, float] = {}
         self._last: dict[str, float] = {}
+        self._counts: dict[str, tuple[int, int]] = {}
         self._done: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         """Record a tick; emit the stage's line when `done` reaches `total` (total 0: not known yet), or a
         heartbeat when the stage has been silent for `every` seconds.
         """
         now = time.perf_counter()
-        start = self._started.setdefault(stage, now)
-        if stage in self._done:
-            return
-        if 0 < total <= done:
-            self._done.add(stage)
-            self.emit(f"{stage}: {done}/{total} in {now - start:.1f} s")
-        elif now - self._last.get(stage, start) >= self.every:
-            self._last[stage] = now
-            self.emit(f"{stage}: {done}/{total or '?'} after {now - start:.0f} s")
+        with self._lock:
+            start = self._started.setdefault(stage, now)
+            if stage in self._done:
+                return
+            self._counts[stage] = (done, total)
+            if 0 < total <= done:
+                self._done.add(stage)
+                line = f"{stage}: {done}/{total} in {now - start:.1f} s"
+            elif now - self._last.get(stage, start) >= self.every:
+                self._last[stage] = now
+                line = f"{stage}: {done}/{total or '?'} after {now - start:.0f} s"
+            else:
+                line = ""
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._beat, name="cribsheet-heartbeat", daemon=True)
+                self._thread.start()
+        if line:
+            self.emit(line)
+
+    def _beat(self) -> None:
+        """Every stage still running and silent for `every` seconds gets a line with its latest counts."""
+        while not self._stop.wait(min(self.every, 5.0)):
+            now = time.perf_counter()
+            lines = []
+            with self._lock:
+                for stage, start in self._started.items():
+                    if stage in self._done or now - self._last.get(stage, start) < self.every:
+                        continue
+                    self._last[stage] = now
+                    done, total = self._counts.get(stage, (0, 0))
+                    lines.append(f"{stage}: {done}/{total or '?'} after {now - start:.0f} s")
+            for line in lines:
+                self.emit(line)
+
+    def close(self) -> None:
+        """Stop the heartbeat thread."""
+        self._stop.set()
 
 
 class _Holder:
     reporter: Reporter | None = None
-    fallback: Reporter = LineReporter()
+    fallback: LineReporter = LineReporter()
 
 
 def set_reporter(reporter: Reporter | None) -> None:
     """Install the reporter used by every flow in this process (None: one log line per stage)."""
     _Holder.reporter = reporter
+    _Holder.fallback.close()
     _Holder.fallback = LineReporter()
 
 

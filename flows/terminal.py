@@ -73,6 +73,7 @@ def progress() -> Iterator[Callable[[str, int, int], None]]:
         try:
             yield reporter
         finally:
+            reporter.close()
             set_reporter(None)
         return
     bars: dict[str, Any] = {}
