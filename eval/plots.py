@@ -104,9 +104,13 @@ def pareto_plot(pts: Sequence[Point], best: set[str], title: str) -> str:
 
 def speedup_at(row: Record, context: float) -> float:
     """The break-even model's predicted end-to-end speed-up of a `v_break_even` row at `context` tokens."""
-    s, o, h = row["ttft_s_per_token"], row["overhead_s"], row["other_prompt_tokens"]
-    k, r = row["cold_s_per_token"], row["realized_ratio"]
-    return float((o + s * (context + h)) / (o + k * context + s * (context / r + h)))
+    t0, t1, t2 = row["ttft_intercept_s"], row["ttft_s_per_1k"], row["ttft_s_per_1k_squared"]
+    rr, h, k, r = row["retrieve_rerank_s"], row["other_prompt_tokens"], row["cold_s_per_token"], row["realized_ratio"]
+
+    def ttft(tokens: float) -> float:
+        return float(t0 + t1 * tokens / 1000 + t2 * (tokens / 1000) ** 2)
+
+    return float((rr + ttft(context + h)) / (rr + k * context + ttft(context / r + h)))
 
 
 def break_even_plot(rows: Sequence[Record], title: str, longest: int = 8000) -> str:
@@ -118,7 +122,7 @@ def break_even_plot(rows: Sequence[Record], title: str, longest: int = 8000) -> 
     fig = _figure(7.2, 4.4)
     ax = fig.add_subplot(1, 1, 1)
     _style(ax, title, "context tokens before compression", "end-to-end speed-up vs no compression")
-    usable = [r for r in rows if r.get("ttft_s_per_token") and r.get("realized_ratio")]
+    usable = [r for r in rows if r.get("ttft_s_per_1k") is not None and r.get("realized_ratio")]
     if not usable:
         ax.text(0.5, 0.5, "no compressed setting with probe latencies", ha="center", transform=ax.transAxes)
         return _svg(fig)

@@ -126,5 +126,5 @@ def test_the_documented_queries_run_on_a_real_store(stored: tuple[Path, str]) ->
     assert names[0] == ["setting_name", "answer_token_recall", "faithfulness", "e2e_cold_p50_s", "realized_ratio"]
     assert names[4][-2:] == ["e2e_cold_s", "e2e_paid_s"] and all(r[-2] is not None for r in results[4])
     assert names[3] == ["setting_name", "claim", "best_span", "lexical", "numbers_ok", "names_ok"]
-    assert names[5][-4:] == ["measured", "break_even_tokens", "two_x_tokens", "limit_speedup"]
+    assert names[5][-4:] == ["measured", "break_even_tokens", "two_x_tokens", "speedup_16k"]
     assert names[6] == ["run_id", "settings", "worst_ratio"] and names[7][3] == "decision"

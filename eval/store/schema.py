@@ -108,25 +108,33 @@ SELECT *, (agreement - (checker_supported * model_supported + (1 - checker_suppo
           / nullif(1 - (checker_supported * model_supported + (1 - checker_supported) * (1 - model_supported)), 0)
           AS kappa
 FROM c""",
-    # Where each compressor pays for itself. A straight line with an intercept is fitted to the run's probes,
-    # TTFT alone = i + s*C (C: uncached prompt tokens; `runs.prefill_a/_b` keep the quadratic fit through 0),
-    # and O = i + the mean of retrieve + rerank. With the compressor's cold cost per input token k, its
-    # realized ratio r and the prompt's other tokens h, the end-to-end speed-up at context length C is
-    #   S(C) = (O + s*(C + h)) / (O + k*C + s*(C/r + h)).
-    # It pays from the first token when k < s*(1 - 1/r) (break_even_tokens 0; NULL: never, at any length),
-    # and reaches 2x at C = (O + s*h) / (s - 2k - 2s/r) when that is positive (NULL: never). Predicted at the
-    # setting's own context length (mean over its probe questions) beside the measured ratio of mean
-    # e2e_cold_s against no compression at the same top-k, over the same probe questions.
+    # Where each compressor pays for itself. A quadratic is fitted to the run's probes, TTFT alone =
+    # t0 + t1*x + t2*x^2 with x the uncached prompt tokens in thousands (least squares: the normal equations
+    # solved by Cramer's rule; `runs.prefill_a/_b` keep the older fit through 0), and R is the mean of
+    # retrieve + rerank. With the compressor's cold cost per input token k, its realized ratio r and the
+    # prompt's other tokens h, the end-to-end speed-up at context length C is
+    #   S(C) = (R + T(C + h)) / (R + k*C + T(C/r + h)).
+    # Predicted at the setting's own context length (mean over its probe questions) beside the measured ratio
+    # of mean e2e_cold_s against no compression at the same top-k over the same probe questions; the
+    # break-even and 2x lengths are the first C of a 100-token grid up to 16,000 where S reaches 1 and 2
+    # (NULL: not on that grid; beyond the longest probe the fit is extrapolated).
     "v_break_even": """
 WITH probes AS (
-    SELECT *, prompt_tokens - coalesce(probe_cached_tokens, 0) AS uncached
+    SELECT *, (prompt_tokens - coalesce(probe_cached_tokens, 0)) / 1000.0 AS x, probe_ttft_s AS y
     FROM samples WHERE status = 'ok' AND e2e_cold_s IS NOT NULL AND probe_ttft_s IS NOT NULL),
-fit AS (
-    SELECT run_id, regr_slope(probe_ttft_s, uncached) AS s,
-           regr_intercept(probe_ttft_s, uncached)
-             + avg(e2e_cold_s - probe_ttft_s - coalesce(compress_cold_seconds, 0)) AS o,
-           regr_r2(probe_ttft_s, uncached) AS fit_r2, count(*) AS fit_points
-    FROM probes GROUP BY run_id HAVING count(*) >= 3),
+sums AS (
+    SELECT run_id, count(*)::DOUBLE AS n, sum(x) AS sx, sum(x * x) AS sx2, sum(x * x * x) AS sx3,
+           sum(x * x * x * x) AS sx4, sum(y) AS sy, sum(x * y) AS sxy, sum(x * x * y) AS sx2y,
+           avg(e2e_cold_s - probe_ttft_s - coalesce(compress_cold_seconds, 0)) AS rr, count(*) AS fit_points
+    FROM probes GROUP BY run_id HAVING count(*) >= 4),
+det AS (
+    SELECT *,
+      n * (sx2 * sx4 - sx3 * sx3) - sx * (sx * sx4 - sx3 * sx2) + sx2 * (sx * sx3 - sx2 * sx2) AS d,
+      sy * (sx2 * sx4 - sx3 * sx3) - sx * (sxy * sx4 - sx3 * sx2y) + sx2 * (sxy * sx3 - sx2 * sx2y) AS d0,
+      n * (sxy * sx4 - sx2y * sx3) - sy * (sx * sx4 - sx3 * sx2) + sx2 * (sx * sx2y - sxy * sx2) AS d1,
+      n * (sx2 * sx2y - sx3 * sxy) - sx * (sx * sx2y - sxy * sx2) + sy * (sx * sx3 - sx2 * sx2) AS d2
+    FROM sums),
+fit AS (SELECT run_id, d0 / d AS t0, d1 / d AS t1, d2 / d AS t2, rr, fit_points FROM det WHERE abs(d) > 1e-12),
 cfg AS (
     SELECT run_id, setting_name, setting_hash, any_value(compressor) AS compressor,
            any_value(target_ratio) AS target_ratio, any_value(top_k) AS top_k,
@@ -138,19 +146,29 @@ cfg AS (
     FROM probes GROUP BY run_id, setting_name, setting_hash),
 base AS (SELECT run_id, top_k, e2e_cold_mean_s AS baseline_e2e_s FROM cfg WHERE compressor = 'none'),
 m AS (
-    SELECT c.*, f.s, f.o, f.fit_r2, f.fit_points, b.baseline_e2e_s, f.s - 2 * c.k - 2 * f.s / c.r AS d2
+    SELECT c.*, f.t0, f.t1, f.t2, f.rr, f.fit_points, b.baseline_e2e_s
     FROM cfg c JOIN fit f USING (run_id) LEFT JOIN base b USING (run_id, top_k)
-    WHERE c.compressor <> 'none' AND c.r > 0)
-SELECT run_id, setting_name, setting_hash, compressor, target_ratio, top_k,
-       s AS ttft_s_per_token, o AS overhead_s, fit_r2, fit_points, h AS other_prompt_tokens,
-       k AS cold_s_per_token, r AS realized_ratio, context_tokens, n_latency,
-       (o + s * (context_tokens + h)) / nullif(o + k * context_tokens + s * (context_tokens / r + h), 0)
-         AS predicted_speedup,
-       baseline_e2e_s / nullif(e2e_cold_mean_s, 0) AS measured_speedup,
-       CASE WHEN k < s * (1 - 1 / r) THEN 0.0::DOUBLE END AS break_even_tokens,
-       CASE WHEN d2 > 0 THEN (o + s * h) / d2 END AS two_x_tokens,
-       s / nullif(k + s / r, 0) AS limit_speedup
-FROM m""",
+    WHERE c.compressor <> 'none' AND c.r > 0),
+curve AS (
+    SELECT m.run_id, m.setting_hash, g.c,
+           (m.rr + m.t0 + m.t1 * (g.c + m.h) / 1000 + m.t2 * pow((g.c + m.h) / 1000, 2))
+             / nullif(m.rr + m.k * g.c + m.t0 + m.t1 * (g.c / m.r + m.h) / 1000
+                      + m.t2 * pow((g.c / m.r + m.h) / 1000, 2), 0) AS s
+    FROM m, (SELECT generate_series::DOUBLE AS c FROM generate_series(100, 16000, 100)) g),
+marks AS (
+    SELECT run_id, setting_hash, min(c) FILTER (WHERE s >= 1) AS break_even_tokens,
+           min(c) FILTER (WHERE s >= 2) AS two_x_tokens, max(s) FILTER (WHERE c = 16000) AS speedup_16k
+    FROM curve GROUP BY run_id, setting_hash)
+SELECT m.run_id, m.setting_name, m.setting_hash, m.compressor, m.target_ratio, m.top_k,
+       m.t0 AS ttft_intercept_s, m.t1 AS ttft_s_per_1k, m.t2 AS ttft_s_per_1k_squared, m.rr AS retrieve_rerank_s,
+       m.fit_points, m.h AS other_prompt_tokens, m.k AS cold_s_per_token, m.r AS realized_ratio,
+       m.context_tokens, m.n_latency,
+       (m.rr + m.t0 + m.t1 * (m.context_tokens + m.h) / 1000 + m.t2 * pow((m.context_tokens + m.h) / 1000, 2))
+         / nullif(m.rr + m.k * m.context_tokens + m.t0 + m.t1 * (m.context_tokens / m.r + m.h) / 1000
+                  + m.t2 * pow((m.context_tokens / m.r + m.h) / 1000, 2), 0) AS predicted_speedup,
+       m.baseline_e2e_s / nullif(m.e2e_cold_mean_s, 0) AS measured_speedup,
+       k.break_even_tokens, k.two_x_tokens, k.speedup_16k
+FROM m JOIN marks k USING (run_id, setting_hash)""",
     "v_sample_diff": """
 SELECT a.run_id, a.question_id, a.question, a.answerable,
        a.setting_name AS a_setting, b.setting_name AS b_setting,

@@ -422,10 +422,14 @@ def test_break_even_view_predicts_a_linear_run_exactly_and_says_where_each_compr
     rows = {r["compressor"]: r for r in store.query("SELECT * FROM v_break_even")}
     assert set(rows) == {"pruned", "llmlingua"}
     cheap, dear = rows["pruned"], rows["llmlingua"]
-    assert cheap["ttft_s_per_token"] == pytest.approx(s) and cheap["overhead_s"] == pytest.approx(i + rr)
+    assert cheap["ttft_s_per_1k"] == pytest.approx(1000 * s) and cheap["ttft_intercept_s"] == pytest.approx(i)
+    assert cheap["ttft_s_per_1k_squared"] == pytest.approx(0.0, abs=1e-9) and cheap[
+        "retrieve_rerank_s"
+    ] == pytest.approx(rr)
     for row in (cheap, dear):
         assert row["predicted_speedup"] == pytest.approx(row["measured_speedup"], rel=1e-6)
-    assert cheap["break_even_tokens"] == 0.0 and cheap["predicted_speedup"] > 2.0
+    assert cheap["break_even_tokens"] == 100.0 and cheap["predicted_speedup"] > 2.0  # pays from the grid's start
     o, k, r = i + rr, 0.00005, 4.0
-    assert cheap["two_x_tokens"] == pytest.approx((o + s * h) / (s - 2 * k - 2 * s / r))
+    exact = (o + s * h) / (s - 2 * k - 2 * s / r)  # S(C) = 2 solved for a straight line
+    assert cheap["two_x_tokens"] == math.ceil(exact / 100) * 100
     assert dear["predicted_speedup"] < 1.0 and dear["break_even_tokens"] is None and dear["two_x_tokens"] is None
