@@ -118,6 +118,7 @@ class SettingRunner:
         reset_and_warm(generator, self.prefix)
         self.timed(f"probe:{name}", partial(probe_drafts, drafts, probes, generator, cited))
         add_lookups(drafts, cache)
+        self.tick(stage, len(self.questions), len(self.questions))  # the setting is done: its line, its bar full
         spent = {k: v - before.get(k, 0.0) for k, v in self.stages.items() if v != before.get(k, 0.0)}
         return SettingOutput(setting, [d.row() for d in drafts], claims, spent)
 

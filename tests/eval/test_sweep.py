@@ -42,6 +42,18 @@ def test_one_row_per_question_and_setting_with_scores(setup: SweepSetup) -> None
     assert all(1.5 < r[0] <= 2.5 for r in ratios)
 
 
+def test_every_stage_that_starts_also_finishes(setup: SweepSetup) -> None:
+    """A stage that reports 0/N when it starts reports N/N when it ends: its progress bar fills and, without a
+    terminal, its heartbeat stops (a finished setting was logged 'after 123 s' forever otherwise)."""
+    config, components = setup
+    ticks: list[tuple[str, int, int]] = []
+    run_sweep(config, components(), progress=lambda stage, done, total: ticks.append((stage, done, total)))
+    started = {s for s, done, total in ticks if total and done == 0}
+    finished = {s for s, done, total in ticks if total and done >= total}
+    assert started and started <= finished
+    assert sum(s.startswith("setting ") for s in finished) == 4
+
+
 def test_failed_compression_is_a_failed_row_not_a_gap(setup: SweepSetup) -> None:
     config, components = setup
     tolerant = config.model_copy(update={"max_failed_fraction": 0.5})  # 1 of 4 failed: tolerated here
