@@ -142,7 +142,8 @@ def gate_each_compressed(store: DuckDBStore, run_id: str, policy_path: Path) -> 
 
 def verdict_line(d: GateDecision) -> str:
     """One line per candidate: the verdict and the metric that decided it."""
-    why = d.reasons[0] if d.reasons else "every gated metric passed"
+    deciding = [r for r in d.reasons if f": {d.decision}" in r or f" {d.decision} " in r]  # the metric that decided
+    why = (deciding or d.reasons or ["every gated metric passed"])[0]
     if d.decision == "pass" and d.latency is not None:
         why += f"; {d.latency.speedup:.2f}x as fast end to end"
     return f"{d.candidate} vs {d.baseline}: {d.decision.upper()} ({why})"

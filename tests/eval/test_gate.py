@@ -325,5 +325,5 @@ def test_each_compressed_setting_is_gated_against_no_compression_at_its_own_top_
     ]
     lines = [verdict_line(d) for d in decisions]
     assert lines[0].startswith("small-k3 vs none-k3: PASS (every gated metric passed; ")
-    assert lines[1].startswith("bad-k8 vs none-k8: FAIL (answer_contains")
+    assert lines[1].startswith("bad-k8 vs none-k8: FAIL (answer_contains: fail")
     assert len(store.decisions_for_run("r1")) == 2  # a decision row each
