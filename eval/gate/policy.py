@@ -30,6 +30,8 @@ class LatencyRule(BaseModel):
     metric: str = "e2e_cold_s"
     min_speedup: float = Field(default=1.0, gt=0.0)
     tolerance: float = Field(default=0.05, ge=0.0, lt=1.0)
+    """Relative slack under `min_speedup`: the lower bound must reach min_speedup * (1 - tolerance), for a
+    demanded speed-up (1.5) as for "hold" (1.0)."""
     min_probes: int = Field(default=30, ge=2)
     """Questions with a serial latency measurement in both settings that a verdict needs (the sweep's
     `probe_questions` must reach it; fewer: undecided)."""

@@ -63,14 +63,21 @@ def parse_cited(text: str) -> tuple[str | None, list[int] | None]:
     return answer, cites
 
 
-def score_citations(cites: Sequence[int], passage_docs: Sequence[str], gold_doc_ids: Sequence[str]) -> CitationPart:
-    """The citation columns of a parsed list of passage numbers against the question's gold documents."""
+def score_citations(
+    cites: Sequence[int], passage_docs: Sequence[str | None], gold_doc_ids: Sequence[str]
+) -> CitationPart:
+    """The citation columns of a parsed list of passage numbers against the question's gold documents.
+
+    `passage_docs` has one entry per passage of the prompt; None where the compressor did not say which
+    input passage a text came from: such a citation is valid, but cannot count for or against precision.
+    """
     in_range = [c for c in dict.fromkeys(cites) if c <= len(passage_docs)]
     cited_docs = [passage_docs[c - 1] for c in in_range]
     gold = set(gold_doc_ids)
-    present = gold & set(passage_docs)
-    precision = sum(d in gold for d in cited_docs) / len(in_range) if in_range and gold else None
-    recall = len(present & set(cited_docs)) / len(present) if present else None
+    present = gold & {d for d in passage_docs if d is not None}
+    traced = None not in cited_docs
+    precision = sum(d in gold for d in cited_docs) / len(in_range) if in_range and gold and traced else None
+    recall = len(present & {d for d in cited_docs if d}) / len(present) if present else None
     return CitationPart(
         schema_valid=all(c <= len(passage_docs) for c in cites),  # a repeated citation is still valid
         citations=json.dumps(list(cites)),
@@ -79,7 +86,9 @@ def score_citations(cites: Sequence[int], passage_docs: Sequence[str], gold_doc_
     )
 
 
-def citation_part(text: str, passage_docs: Sequence[str], gold_doc_ids: Sequence[str]) -> tuple[str, CitationPart]:
+def citation_part(
+    text: str, passage_docs: Sequence[str | None], gold_doc_ids: Sequence[str]
+) -> tuple[str, CitationPart]:
     """The answer to score (the JSON's answer, or the raw text when invalid) and the citation columns."""
     answer, cites = parse_cited(text)
     if answer is None or cites is None:

@@ -142,7 +142,7 @@ class SampleDraft:
     probe: ProbePart | None = None
     citation: CitationPart | None = None
     cache: CachePart | None = None
-    passage_docs: list[str] | None = None
+    passage_docs: list[str | None] | None = None
     """Document id of each passage in prompt order (for citations; not stored)."""
     n_passages: int | None = None
     """Passages numbered in the prompt: the citation numbers the schema allows (not stored)."""

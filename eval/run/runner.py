@@ -196,7 +196,9 @@ class SettingRunner:
             titles = [hits[kept[j]].heading for j in order] if kept is not None else [""] * len(order)
             ids = [hits[kept[j]].chunk_id for j in order] if kept is not None else [h.chunk_id for h in hits]
             context = context_block(titles, [comp.texts[j] for j in order])
-            draft.passage_docs = [hits[kept[j]].doc_id for j in order] if kept is not None else []
+            # A compressor that merged passages without saying which: the prompt's passages are still numbered
+            # (a citation of one is valid), but their documents are unknown (no citation precision).
+            draft.passage_docs = [hits[kept[j]].doc_id if kept is not None else None for j in order]
             draft.n_passages = len(order)
             draft.gold_docs = list(q.gold_doc_ids)
             realized = comp.ratio if comp.tokens_out else None

@@ -53,6 +53,11 @@ def test_citation_precision_and_recall_against_the_gold_documents() -> None:
     assert repeated.schema_valid is True and repeated.citation_precision == 1.0
     raw, bad = citation_part("Asia", docs, ["Asia"])
     assert raw == "Asia" and bad.schema_valid is False and bad.citation_precision is None
+    # A compressor that merged the passages without saying which: two numbered texts of unknown source.
+    merged: list[str | None] = [None, None]
+    _, untraced = citation_part('{"answer": "Asia", "citations": [2]}', merged, ["Asia"])
+    assert untraced.schema_valid is True  # passage 2 is in the prompt
+    assert untraced.citation_precision is None and untraced.citation_recall is None  # not "wrong": unknown
 
 
 def test_the_cited_schema_holds_citations_to_the_prompts_passages_and_bounds_the_answer() -> None:
@@ -292,3 +297,22 @@ def test_an_answer_the_engine_cut_is_marked_and_its_fragment_not_checked(setup: 
     fragments = con.execute("SELECT count(*) FROM claims WHERE claim LIKE '%founded in 13%'").fetchall()[0][0]
     con.close()
     assert cut == {True} and fragments == 0
+
+
+def test_a_miss_does_not_pay_the_question_embedding_twice() -> None:
+    """Retrieval embeds a missed question anyway: its lookup bill is the search alone; a hit pays its embedding."""
+    import time
+
+    import numpy as np
+
+    from eval.answer_cache.lookup import cache_hits
+
+    vectors = {0: np.array([1.0, 0.0], dtype=np.float32), 1: np.array([1.0, 0.0], dtype=np.float32)}
+
+    def slow(i: int) -> np.ndarray:
+        time.sleep(0.05)
+        return vectors[i]
+
+    lookups = cache_hits(["first", "again"], slow, 0.9)
+    assert "again" in lookups.hits and "first" not in lookups.hits
+    assert lookups.lookup_s["first"] < 0.02 <= 0.05 <= lookups.lookup_s["again"]

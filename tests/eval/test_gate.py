@@ -327,3 +327,18 @@ def test_each_compressed_setting_is_gated_against_no_compression_at_its_own_top_
     assert lines[0].startswith("small-k3 vs none-k3: PASS (every gated metric passed; ")
     assert lines[1].startswith("bad-k8 vs none-k8: FAIL (answer_contains: fail")
     assert len(store.decisions_for_run("r1")) == 2  # a decision row each
+
+
+def test_latency_tolerance_is_the_same_slack_whatever_speed_up_is_demanded() -> None:
+    """A floor of min_speedup * (1 - tolerance) for 1.0 and for 1.01 alike: no jump at 1.0."""
+    from eval.gate import judge_latency
+
+    rng = np.random.default_rng(3)
+    base = 1.0 + 0.01 * rng.random(200)
+    cand = base / 0.985  # 1.5 % slower, tightly
+    policy = GatePolicy(resamples=2000)
+    hold = judge_latency(LatencyRule(min_speedup=1.0, tolerance=0.05), base, cand, policy)
+    nudge = judge_latency(LatencyRule(min_speedup=1.01, tolerance=0.05), base, cand, policy)
+    assert hold.verdict == nudge.verdict == "pass"  # 0.985 clears 0.95 and 0.9595
+    strict = judge_latency(LatencyRule(min_speedup=1.01, tolerance=0.0), base, cand, policy)
+    assert strict.verdict == "fail"
