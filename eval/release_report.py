@@ -86,6 +86,15 @@ BREAK_EVEN = (
 """Columns of the report's break-even table (`v_break_even`)."""
 
 
+def _markdown_table(columns: Sequence[tuple[str, str, str]], cells: Sequence[Sequence[str]]) -> list[str]:
+    """A markdown table: the columns' headers, then one line per row of already formatted cells."""
+    return [
+        "| " + " | ".join(h for _, h, _ in columns) + " |",
+        "|" + "---|" * len(columns),
+        *("| " + " | ".join(row) + " |" for row in cells),
+    ]
+
+
 def break_even_markdown(rows: Sequence[Record]) -> list[str]:
     """The break-even table: where each compressor pays for itself on this run's hardware."""
     if not rows:
@@ -96,13 +105,12 @@ def break_even_markdown(rows: Sequence[Record]) -> list[str]:
         "its realized ratio; measured on the same probe questions. 'pays from' and '2x from': the first length "
         "on a 100-token grid up to 16,000 where it does (NULL: nowhere on it).",
         "",
-        "| " + " | ".join(h for _, h, _ in BREAK_EVEN) + " |",
-        "|" + "---|" * len(BREAK_EVEN),
     ]
+    cells = []
     for r in rows:
         values = dict(r) | {"cold_s_per_token": r["cold_s_per_token"] * 1e6 if r["cold_s_per_token"] else None}
-        lines.append("| " + " | ".join(_cell(values.get(k), f) for k, _, f in BREAK_EVEN) + " |")
-    return lines
+        cells.append([_cell(values.get(k), f) for k, _, f in BREAK_EVEN])
+    return lines + _markdown_table(BREAK_EVEN, cells)
 
 
 def report_markdown(
@@ -122,14 +130,14 @@ def report_markdown(
         "Answer metrics over answerable questions; latency is the p50 of retrieve + rerank + the compressor's "
         "cold cost + TTFT of the prompt run alone (probe questions). **Bold**: on the quality-latency frontier.",
         "",
-        "| " + " | ".join(h for _, h, _ in BILL) + " |",
-        "|" + "---|" * len(BILL),
     ]
+    board = []
     for r in rows:
         cells = [_cell(r.get(k), f) for k, _, f in BILL]
         if r["setting_name"] in best:
             cells[0] = f"**{cells[0]}**"
-        lines.append("| " + " | ".join(cells) + " |")
+        board.append(cells)
+    lines += _markdown_table(BILL, board)
     lines += ["", "## Where each compressor pays for itself", "", *break_even_markdown(break_even)]
     lines += ["", "## Gate decisions on this run", ""]
     if not decisions:

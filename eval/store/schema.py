@@ -28,6 +28,24 @@ TABLES: dict[str, type[BaseModel]] = {
 
 _SQL_TYPES: dict[Any, str] = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN", dt.datetime: "TIMESTAMP"}
 
+
+def _agreement(other: str, extra: str = "") -> str:
+    """Per run and setting, the rule checker's `supported` against another verdict column of `claims` (the
+    LLM judge's, the model verifier's) over the claims both decided: n_claims, agreement, both sides' share
+    called supported (the second named like its column), `extra` columns, and Cohen's kappa.
+    """
+    return f"""
+WITH c AS (
+    SELECT run_id, setting_hash, count(*) AS n_claims,
+           avg((supported = {other})::DOUBLE) AS agreement,
+           avg(supported::DOUBLE) AS checker_supported, avg({other}::DOUBLE) AS {other}{extra}
+    FROM claims WHERE {other} IS NOT NULL GROUP BY run_id, setting_hash)
+SELECT *, (agreement - (checker_supported * {other} + (1 - checker_supported) * (1 - {other})))
+          / nullif(1 - (checker_supported * {other} + (1 - checker_supported) * (1 - {other})), 0)
+          AS kappa
+FROM c"""
+
+
 VIEWS = {
     "v_leaderboard": """
 SELECT run_id, setting_name, setting_hash, any_value(retrieval) AS retrieval, any_value(reranker) AS reranker,
@@ -81,33 +99,18 @@ WHERE a.e2e_cold_p50_s IS NOT NULL AND a.answer_token_recall IS NOT NULL AND NOT
     WHERE b.run_id = a.run_id AND b.setting_hash <> a.setting_hash
       AND b.answer_token_recall >= a.answer_token_recall AND b.e2e_cold_p50_s <= a.e2e_cold_p50_s
       AND (b.answer_token_recall > a.answer_token_recall OR b.e2e_cold_p50_s < a.e2e_cold_p50_s))""",
-    "v_judge_agreement": """
-WITH c AS (
-    SELECT run_id, setting_hash, count(*) AS n_claims,
-           avg((supported = judge_supported)::DOUBLE) AS agreement,
-           avg(supported::DOUBLE) AS checker_supported, avg(judge_supported::DOUBLE) AS judge_supported
-    FROM claims WHERE judge_supported IS NOT NULL GROUP BY run_id, setting_hash)
-SELECT *, (agreement - (checker_supported * judge_supported + (1 - checker_supported) * (1 - judge_supported)))
-          / nullif(1 - (checker_supported * judge_supported + (1 - checker_supported) * (1 - judge_supported)), 0)
-          AS kappa
-FROM c""",
+    "v_judge_agreement": _agreement("judge_supported"),
     # The model verifier against the rule checker, per setting: agreement, kappa and the confusion counts
     # (checker verdict first: sup_sup = both supported, sup_uns = checker supported, verifier not).
-    "v_verifier_agreement": """
-WITH c AS (
-    SELECT run_id, setting_hash, count(*) AS n_claims,
-           avg((supported = model_supported)::DOUBLE) AS agreement,
-           avg(supported::DOUBLE) AS checker_supported, avg(model_supported::DOUBLE) AS model_supported,
+    "v_verifier_agreement": _agreement(
+        "model_supported",
+        """,
            count(*) FILTER (WHERE supported AND model_supported) AS sup_sup,
            count(*) FILTER (WHERE supported AND NOT model_supported) AS sup_uns,
            count(*) FILTER (WHERE NOT supported AND model_supported) AS uns_sup,
            count(*) FILTER (WHERE NOT supported AND NOT model_supported) AS uns_uns,
-           avg(model_prob) AS mean_model_prob
-    FROM claims WHERE model_supported IS NOT NULL GROUP BY run_id, setting_hash)
-SELECT *, (agreement - (checker_supported * model_supported + (1 - checker_supported) * (1 - model_supported)))
-          / nullif(1 - (checker_supported * model_supported + (1 - checker_supported) * (1 - model_supported)), 0)
-          AS kappa
-FROM c""",
+           avg(model_prob) AS mean_model_prob""",
+    ),
     # Where each compressor pays for itself. A quadratic is fitted to the run's probes, TTFT alone =
     # t0 + t1*x + t2*x^2 with x the uncached prompt tokens in thousands (least squares: the normal equations
     # solved by Cramer's rule; `runs.prefill_a/_b` keep the older fit through 0), and R is the mean of
