@@ -36,8 +36,9 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    return lines[0] if len(lines) == 1 else f"{len(lines)} lines: {proc.stderr[-300:]!r}"
+    """The error line of a failed command (stage lines of a log without a terminal aside)."""
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    return lines[0] if len(lines) == 1 else f"{len(lines)} error lines: {proc.stderr[-300:]!r}"
 
 
 class Suite:
@@ -284,6 +285,57 @@ def prefect_unreachable(s: Suite) -> Row:
     return "Prefect API unreachable when the flow starts", "one-line error, exit 2, store consistent", observed, holds
 
 
+def prefect_lost_mid_flow(s: Suite) -> Row:
+    """A real Prefect server, stopped while the sweep's first setting is generating (the stalling fake
+    generator touches a file and waits 5 s); then the same command again on a temporary server."""
+    from eval.store import DuckDBStore
+    from tests.prefect_server import prefect_server, stop
+
+    stall = s.work / "stalled"
+    config = s.config("lost.duckdb", name="fake-stall")
+    path = s.config_file(config, "lost.yaml")
+    cmd = [sys.executable, "-m", "flows.cli", "sweep", "--config", str(path)]
+    with prefect_server(s.work) as (env, server):
+        env |= {"PREFECT_LOGGING_LEVEL": "CRITICAL", "COLUMNS": "200", "CRIBSHEET_FAKE_STALL_FILE": str(stall)}
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while not stall.exists() and proc.poll() is None:
+            time.sleep(0.1)
+        stop(server)  # the API is gone while the flow runs
+        _, stderr = proc.communicate(timeout=600)
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    store = DuckDBStore(config.store_path, read_only=True)
+    run = store.query("SELECT run_id, status FROM runs")[0]
+    per_setting = store.query("SELECT count(*) AS n FROM samples GROUP BY setting_hash")
+    whole = all(r["n"] == per_setting[0]["n"] for r in per_setting) if per_setting else True
+    del store
+    again = _cli("sweep", "--config", str(path), env={"CRIBSHEET_FAKE_STALL_FILE": str(s.work / "again")})
+    after = DuckDBStore(config.store_path, read_only=True).query(
+        "SELECT count(DISTINCT run_id) AS runs, count(*) AS n, count(*) FILTER (WHERE status = 'ok') AS ok, "
+        "(SELECT status FROM runs) AS status FROM samples"
+    )[0]
+    observed = (
+        f"exit {proc.returncode}: {errors[0][:100] if len(errors) == 1 else f'{len(errors)} error lines'}...; run "
+        f"{run['status']}, {len(per_setting)} whole settings kept; again: exit {again.returncode}, run "
+        f"{after['status']}, {after['ok']}/{after['n']} rows ok in {after['runs']} run"
+    )
+    holds = (
+        proc.returncode == 2
+        and len(errors) == 1
+        and "lost the Prefect API" in errors[0]
+        and run["status"] == "failed"
+        and whole
+        and again.returncode == 0
+        and after["status"] == "ok"
+        and after["runs"] == 1
+        and after["ok"] == after["n"] == len(config.grid.expand()) * len(_questions(s))
+    )
+    return "Prefect API lost mid-flow", "one-line error, exit 2, whole settings kept, resume completes", observed, holds
+
+
+def _questions(s: Suite) -> list[str]:
+    return [line for line in s.questions.read_text().splitlines() if line.strip()]
+
+
 FAULTS: list[Callable[[Suite], Row]] = [
     reindex_then_sweep,
     rebuild_during_sweep,
@@ -293,6 +345,7 @@ FAULTS: list[Callable[[Suite], Row]] = [
     kill_9,
     broken_store,
     prefect_unreachable,
+    prefect_lost_mid_flow,
 ]
 
 

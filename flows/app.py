@@ -59,21 +59,44 @@ def prepare_environment() -> None:
     quiet_offline_env()
 
 
+def _lost_api(exc: BaseException) -> BaseException | None:
+    """The connection failure behind `exc` (its cause or context, at any depth), or None."""
+    import httpx
+
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, httpx.TransportError):
+            return cur
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
 @contextmanager
 def reachable_prefect() -> Iterator[None]:
-    """A Prefect API that cannot be reached is a one-line user error, not a traceback (the store is written
-    in transactions, so nothing half-written is left behind).
+    """A Prefect API that cannot be reached, when the flow starts or mid-flow, is a one-line user error, not
+    a traceback. The store is written in transactions, one whole setting at a time, so what is left is
+    consistent: a sweep's run is marked failed and resumes where it stopped.
     """
     from corpus.errors import CribsheetError
 
+    where = os.environ.get("PREFECT_API_URL")
     try:
         yield
-    except RuntimeError as exc:
-        if "Failed to reach API" not in str(exc):
+    except CribsheetError:
+        raise
+    except Exception as exc:
+        if "Failed to reach API" in str(exc):
+            raise CribsheetError(
+                f"{exc}: start that Prefect server, or unset PREFECT_API_URL (now {where}) to run on a temporary one"
+            ) from None
+        lost = _lost_api(exc) if where else None
+        if lost is None:
             raise
-        where = os.environ.get("PREFECT_API_URL")
         raise CribsheetError(
-            f"{exc}: start that Prefect server, or unset PREFECT_API_URL (now {where}) to run on a temporary one"
+            f"lost the Prefect API at {where} mid-flow ({type(lost).__name__}: {lost}); the store keeps only "
+            "whole settings: start that server again (or unset PREFECT_API_URL) and run the same command to resume"
         ) from None
 
 

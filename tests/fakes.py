@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,8 +38,10 @@ class ExtractingGenerator:
 
     name = "fake"
 
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False, stall_file: str | None = None, stall_s: float = 0.0) -> None:
         self.tokenizer = WordTokenizer()
+        self.stall_file = stall_file
+        self.stall_s = stall_s
         self.batches: list[list[str]] = []
         self.schemas: list[Schemas] = []  # what each batch was held to
         self.fail = fail
@@ -78,6 +82,9 @@ class ExtractingGenerator:
     def generate(self, prompts: Sequence[str], json_schema: Schemas = None) -> list[Generation]:
         if self.fail:
             raise RuntimeError("engine died")
+        if self.stall_file and not self.batches:  # mid-flow: says so, then takes its time (a fault's window)
+            Path(self.stall_file).touch()
+            time.sleep(self.stall_s)
         self.batches.append(list(prompts))
         self.schemas.append(json_schema)
         outs = []
@@ -197,6 +204,14 @@ def _fake_generator(config: FakeGeneratorConfig, deps: GeneratorDeps) -> Generat
 def _dead_generator(config: FakeGeneratorConfig, deps: GeneratorDeps) -> Generator:
     """An engine that died: every batch raises (tests and the fault suite only)."""
     return ExtractingGenerator(fail=True)
+
+
+@GENERATORS.register("fake-stall", FakeGeneratorConfig)
+def _stalling_generator(config: FakeGeneratorConfig, deps: GeneratorDeps) -> Generator:
+    """The fake that, at its first batch, touches the file named by CRIBSHEET_FAKE_STALL_FILE and waits 5 s:
+    a window in which the fault suite breaks something mid-flow (tests and the fault suite only).
+    """
+    return ExtractingGenerator(stall_file=os.environ["CRIBSHEET_FAKE_STALL_FILE"], stall_s=5.0)
 
 
 @COMPRESSORS.register("halving", HalvingConfig)

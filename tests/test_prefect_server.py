@@ -5,13 +5,8 @@ components, registered through CRIBSHEET_PLUGINS) until their final states."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,9 +14,7 @@ import duckdb
 import pytest
 
 from tests.conftest import TINY_DOCS, TINY_QUESTIONS, write_jsonl
-
-ROOT = Path(__file__).resolve().parent.parent
-PREFECT = str(Path(sys.executable).with_name("prefect"))
+from tests.prefect_server import PREFECT, ROOT, prefect_server, start, stop
 TRIGGER = """
 import json, sys
 from prefect.deployments import run_deployment
@@ -31,60 +24,14 @@ print(json.dumps({"type": run.state.type.value, "name": run.state.name}))
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        cmd, env=env, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
-    )
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[dict[str, str]]:
     """A Prefect server on a free loopback port, its own home, the process pool created; yields the env."""
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env |= {
-        "PREFECT_HOME": str(tmp_path / "prefect"),
-        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_LOGGING_LEVEL": "WARNING",
-        "CRIBSHEET_HOME": str(ROOT),
-        "CRIBSHEET_PLUGINS": "tests.fakes",
-        "PYTHONPATH": str(ROOT),
-    }
-    proc = _start(
-        [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)], env, tmp_path / "server.log"
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("prefect server did not come up:\n" + (tmp_path / "server.log").read_text()[-2000:])
-                time.sleep(1)
+    with prefect_server(tmp_path) as (env, _):
         subprocess.run(
             [PREFECT, "work-pool", "create", "cribsheet", "--type", "process"], env=env, check=True, capture_output=True
         )
         yield env
-    finally:
-        _stop(proc)
 
 
 @pytest.mark.slow
@@ -96,7 +43,7 @@ def test_deployments_run_through_a_real_server_and_worker_to_their_final_states(
         [PREFECT, "--no-prompt", "deploy", "--all"], env=env, cwd=ROOT, capture_output=True, text=True
     )
     assert deploy.returncode == 0, deploy.stdout[-2000:] + deploy.stderr[-2000:]
-    worker = _start([PREFECT, "worker", "start", "--pool", "cribsheet"], env, tmp_path / "worker.log")
+    worker = start([PREFECT, "worker", "start", "--pool", "cribsheet"], env, tmp_path / "worker.log")
     try:
         corpus = write_jsonl(tmp_path / "corpus.jsonl", TINY_DOCS)
         questions = write_jsonl(tmp_path / "questions.jsonl", TINY_QUESTIONS)
@@ -142,7 +89,7 @@ def test_deployments_run_through_a_real_server_and_worker_to_their_final_states(
             assert proc.returncode == 0, proc.stderr[-2000:]
             states[name] = json.loads(proc.stdout.strip().splitlines()[-1])
     finally:
-        _stop(worker)
+        stop(worker)
     log = (tmp_path / "worker.log").read_text()[-3000:]
     assert states["cribsheet-index/index-nightly"] == {"type": "COMPLETED", "name": "Completed"}, log
     assert states["cribsheet-sweep/sweep-nightly"] == {"type": "COMPLETED", "name": "Completed"}, log

@@ -1,0 +1,40 @@
+"""The CLI's handling of a Prefect API that goes away: one line, whatever wraps the connection failure."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from corpus.errors import CribsheetError
+from flows.app import reachable_prefect
+
+
+class ConcurrencySlotAcquisitionError(Exception):
+    """What Prefect raises when a task cannot reach the API for its tags' slots (wraps the connection error)."""
+
+
+def _lost_mid_flow() -> None:
+    try:
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+    except httpx.ConnectError as exc:
+        raise ConcurrencySlotAcquisitionError("Unable to acquire concurrency slots") from exc
+
+
+def test_a_connection_lost_mid_flow_is_one_line_naming_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:4200/api")
+    with pytest.raises(CribsheetError) as caught, reachable_prefect():
+        _lost_mid_flow()
+    message = str(caught.value)
+    assert message.startswith("lost the Prefect API at http://127.0.0.1:4200/api mid-flow (ConnectError: ")
+    assert "run the same command to resume" in message and "\n" not in message
+
+
+def test_other_errors_pass_through_untouched(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:4200/api")
+    with pytest.raises(ZeroDivisionError), reachable_prefect():
+        1 / 0  # noqa: B018
+    monkeypatch.delenv("PREFECT_API_URL")  # a temporary server: its loss is not the user's to fix
+    with pytest.raises(ConcurrencySlotAcquisitionError), reachable_prefect():
+        _lost_mid_flow()
+    with pytest.raises(CribsheetError, match="Failed to reach API"), reachable_prefect():
+        raise RuntimeError("Failed to reach API at http://127.0.0.1:9/api")
