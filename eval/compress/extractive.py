@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 from eval.compress.base import COMPRESSORS, CompressionResult, Compressor, CompressorDeps, TokenCounter
+from eval.compress.cache import Cached, CompressionCache, MemoryCache, cache_key
+from eval.compress.identity import code_version, compressor_identity
 
 
 class ExtractiveConfig(BaseModel):
@@ -48,14 +50,29 @@ class ExtractiveCompressor:
     name = "extractive"
     query_aware = True
 
-    def __init__(self, count_tokens: TokenCounter, embedder: Embedder, config: ExtractiveConfig | None = None) -> None:
+    def __init__(
+        self,
+        count_tokens: TokenCounter,
+        embedder: Embedder,
+        config: ExtractiveConfig | None = None,
+        bills: CompressionCache | None = None,
+        identity: str = "",
+    ) -> None:
         config = config or ExtractiveConfig()
         self.count = count_tokens
         self.embedder = embedder
         self.calls = 0
         self.rank_prior = config.rank_prior
         self.word_overlap = config.word_overlap
+        self.max_cached = config.max_cached
         self._sentence_vectors = VectorCache(embedder, config.max_cached)
+        self._passages: dict[str, np.ndarray] = {}
+        """Sentence vectors by passage, kept across calls (at most `max_cached` sentences in all)."""
+        self._held = 0
+        self.bills: CompressionCache = bills or MemoryCache()
+        """What embedding each passage's sentences cost the first time, by content key: kept with the index's
+        compression cache, so every later setting, question and run is billed the same seconds."""
+        self.identity = identity or "extractive-vectors"
 
     def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
         """The sentences most similar to `question` until the token budget is met."""
@@ -69,7 +86,7 @@ class ExtractiveCompressor:
             return CompressionResult(texts=[], tokens_in=tokens_in, tokens_out=0, seconds=0.0, calls=1, kept=[])
         sizes = [self.count(s) for _, s in sentences]
         embed_start = time.perf_counter()
-        vectors, vector_bill = self.vectors_and_cost([s for _, s in sentences])
+        vectors, vector_bill = self.vectors_and_cost(passages, sentences)
         embedding = time.perf_counter() - embed_start
         sims = vectors @ self.query_vector(question, vectors)
         sims = sims - self.rank_prior * np.array([pi for pi, _ in sentences], dtype=sims.dtype)
@@ -91,8 +108,8 @@ class ExtractiveCompressor:
             tokens_in=tokens_in,
             tokens_out=sum(self.count(t) for t in texts),
             seconds=seconds,
-            # From nothing: the scoring done here plus every sentence vector's own cost, whoever computed it
-            # first (a sentence cached by an earlier setting or question is still on this sample's bill).
+            # From nothing: the scoring done here plus what every passage's sentence vectors cost when they
+            # were first computed, whoever computed them (an earlier setting, question or run).
             cold_seconds=seconds - embedding + vector_bill,
             calls=1,
             kept=kept,
@@ -118,18 +135,52 @@ class ExtractiveCompressor:
                 break
         return chosen
 
-    def vectors_and_cost(self, sentences: list[str]) -> tuple[np.ndarray, float]:
-        """Unit vectors of `sentences` (embedded here, kept in memory across calls) and what they cost to
-        compute from nothing.
+    def vectors_and_cost(self, passages: Sequence[str], sentences: list[tuple[int, str]]) -> tuple[np.ndarray, float]:
+        """Unit vectors of `sentences` (passage index, text) and what they cost to compute from nothing.
+
+        Each passage's sentences are embedded as one batch, the first time the passage is seen, and that
+        batch's seconds are its bill from then on (kept by content key in `bills`). The batch depends only on
+        the passage, so the bill does not depend on the order of settings or questions, nor on the run.
         """
-        return self._sentence_vectors(sentences), self._sentence_vectors.cold_seconds(sentences)
+        import numpy as np
+
+        rows: list[np.ndarray] = []
+        bill = 0.0
+        fresh: dict[str, Cached] = {}
+        for pi, passage in enumerate(passages):
+            mine = [text for p, text in sentences if p == pi]
+            if not mine:
+                continue
+            key = cache_key(self.identity, 0.0, passage)
+            vectors = self._passages.get(passage)
+            billed = self.bills.get(key) or fresh.get(key)
+            if vectors is None or billed is None:
+                start = time.perf_counter()
+                vectors = self.embedder.embed_documents(mine)
+                spent = time.perf_counter() - start
+                self._keep(passage, vectors)
+                if billed is None:
+                    billed = fresh[key] = Cached("", spent)
+            rows.append(vectors)
+            bill += billed.seconds
+        if fresh:
+            self.bills.put_many(fresh)
+        return np.concatenate(rows), bill
+
+    def _keep(self, passage: str, vectors: np.ndarray) -> None:
+        if self._held + len(vectors) > self.max_cached:
+            self._passages.clear()
+            self._held = 0
+        self._passages[passage] = vectors
+        self._held += len(vectors)
 
     def query_vector(self, question: str, vectors: np.ndarray) -> np.ndarray:
         """What sentences are scored against: the question's vector."""
         return self.embedder.embed_query(question)
 
     def flush(self) -> None:
-        """Nothing persisted: sentence vectors live in memory."""
+        """Persist the passages' bills added since the last flush (the vectors live in memory)."""
+        self.bills.flush()
 
 
 class PrunedCompressor(ExtractiveCompressor):
@@ -158,20 +209,24 @@ class PrunedCompressor(ExtractiveCompressor):
         self.name = "pruned" if query_aware else "pruned-agnostic"
         self.missed = 0
 
-    def vectors_and_cost(self, sentences: list[str]) -> tuple[np.ndarray, float]:
+    def vectors_and_cost(self, passages: Sequence[str], sentences: list[tuple[int, str]]) -> tuple[np.ndarray, float]:
         """Stored vectors, embedding only what the index lacks; the cost is the stored vectors' share of the
         index-time embedding plus what the missing ones cost here.
         """
         import numpy as np
 
-        found, costs = self.stored.lookup_with_cost(sentences)
-        missing = [s for s in sentences if s not in found]
+        texts = [text for _, text in sentences]
+        found, costs = self.stored.lookup_with_cost(texts)
+        missing = [t for t in texts if t not in found]
         bill = sum(costs.values())
         if missing:
             self.missed += len(missing)
             found |= dict(zip(missing, self._sentence_vectors(missing), strict=True))
             bill += self._sentence_vectors.cold_seconds(missing)
-        return np.stack([found[s] for s in sentences]), bill
+        return np.stack([found[t] for t in texts]), bill
+
+    def flush(self) -> None:
+        """Nothing to persist: the vectors and their bill are the index's."""
 
     def query_vector(self, question: str, vectors: np.ndarray) -> np.ndarray:
         """The question's vector, or (agnostic twin) the normalised centroid of the context's sentences."""
@@ -284,4 +339,8 @@ def _extractive(config: ExtractiveConfig, deps: CompressorDeps) -> Compressor:
     """Sentences most similar to the question, query-aware."""
     if deps.embedder is None:
         raise CribsheetError("compressor 'extractive' needs an embedder")
-    return ExtractiveCompressor(deps.count_tokens, deps.embedder, config)
+    embedder = deps.embedder
+    # The bill's key: what computes the vectors (embedder, precision, dimension, libraries, this code).
+    what = {"embedder": embedder.name, "dim": embedder.dim, "precision": getattr(embedder, "precision", None)}
+    identity = compressor_identity("extractive-vectors", what, None, code_version(ExtractiveCompressor))
+    return ExtractiveCompressor(deps.count_tokens, embedder, config, deps.cache, identity)
