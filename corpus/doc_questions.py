@@ -26,9 +26,9 @@ from collections.abc import Iterable, Iterator
 from corpus.extract.base import SECTION_SEPARATOR
 from corpus.models import Document
 from corpus.questions import GeneratedQuestion, QuestionRules, generate_questions
-from corpus.text import content_words, normalize, sentence_spans
+from corpus.text import content_words, normalize, sentence_spans, stem
 
-STRUCTURE_VERSION = "structure-1"
+STRUCTURE_VERSION = "structure-3"
 """Changes whenever a structure rule changes: generated sets name the version that made them."""
 
 _API_CALL = re.compile(r"^(?:`)?((?:new\s+)?[A-Za-z_$][\w$.]*(?:\[[^\]]*\])?)\s*\(")
@@ -36,6 +36,24 @@ _CLASS = re.compile(r"^(?:Class|Interface|Module|Namespace)\s*:\s*`?([\w$.<>]+)`
 _EVENT = re.compile(r"^Event\s*:\s*'([^']+)'$")
 _IDENT = re.compile(r"^[A-Za-z_][\w.]*$")
 _MIN_CONTENT = 3
+_ADMONITION = re.compile(
+    r"^(?:Availability|Note|Notes|Warning|Hint|Tip|Important|Caution|Attention|Danger|See also|Seealso"
+    r"|Deprecated since[^:]*|New in[^:]*|Changed in[^:]*)\s*:\s",
+    re.IGNORECASE,
+)
+"""A block that is an admonition or a version/availability label, not the entry's answer (tuning cases:
+"Availability: MySQL, PostGIS, ..." under GeoHash(), "Note: These expressions are defined in ..." under a
+section): the next block answers instead."""
+_LIST_ITEM = re.compile(r"^[-*•+]\s")
+"""A lead that is one item of a list ("- MySQL connections now default to ..."): no lead paragraph."""
+_LEAD_IN = re.compile(r"\b(?:the following|as follows)\b[^.]*\.?$", re.IGNORECASE)
+"""A lead-in to a list or table that ends in a full stop ("... have the following additional options.")."""
+_POINTER = re.compile(r"^(?:For (?:full|more|further) (?:details|information)\b[^,]*,\s*)?see\s", re.IGNORECASE)
+"""A reference that only points elsewhere ("For full details on testing, see Testing in Django.")."""
+_FIELD_TERM = re.compile(r"^(?:param|type|returns?|rtype|raises?|var|ivar|cvar|keyword|kwarg|arg|argument)\b", re.I)
+"""A Sphinx field-list entry read as a term ("param geo_input"): markup, not a term a user asks about."""
+_DEICTIC = re.compile(r"\b(?:this|these)\s+[a-z]", re.IGNORECASE)
+"""An FAQ heading that points at its page ("Who's this tutorial for?", "Where should this code live?")."""
 
 
 def _first_sentences(text: str) -> str:
@@ -55,9 +73,9 @@ def _question(block: str, kind: str, title: str, section: list[str]) -> str | No
     if not text or len(text) > 160:
         return None
     if kind == "heading" and text.endswith("?") and len(text.split()) >= 4:
-        return text
+        return f'{text} (from "{title}")' if _DEICTIC.search(text) and title else text
     if kind == "term":
-        if len(text.split()) > 6 or text.endswith((".", "?")):
+        if len(text.split()) > 6 or text.endswith((".", "?")) or _FIELD_TERM.match(text):
             return None
         return f'What does "{text}" mean in "{title}"?'
     api = _API_CALL.match(text)
@@ -83,16 +101,33 @@ def _question(block: str, kind: str, title: str, section: list[str]) -> str | No
     return None
 
 
-def _answer_text(doc: Document, index: int) -> tuple[int, str] | None:
-    """The first text block after outline entry `index` that still belongs to it (before the next heading,
-    term or signature), skipping parameter lists and code.
+def _answer_text(doc: Document, index: int, blocks: int = 1) -> tuple[int, str] | None:
+    """The first `blocks` text blocks after outline entry `index` that still belong to it (before the next
+    heading, term or signature), skipping parameter lists, code and admonitions; joined by a blank line.
     """
+    found: list[tuple[int, str]] = []
     for start, end, kind in doc.outline[index + 1 : index + 8]:
-        if kind in ("heading", "term", "signature"):
-            return None
-        if kind == "text":
-            return start, doc.text[start:end]
-    return None
+        if kind in ("heading", "term", "signature") or len(found) == blocks:
+            break
+        if kind == "text" and not _ADMONITION.match(doc.text[start:end].lstrip()):
+            found.append((start, doc.text[start:end]))
+    return (found[0][0], "\n\n".join(t for _, t in found)) if found else None
+
+
+def _lead(text: str, heading: str) -> str:
+    """A section's answer: its first two sentences, and when neither touches the heading's subject, the first
+    later sentence that does. The first alone is often only the premise ("The default serialization
+    strategy is ...", "Establishing an SMTP connection is expensive."); the point follows.
+    """
+    spans = sentence_spans(text)
+    if len(spans) < 2:
+        return _first_sentences(text)
+    sentences = [" ".join(text[a:b].split()) for a, b, _ in spans[:6]]
+    subject = {stem(w) for w in content_words(heading)}
+    lead = sentences[:2]
+    if subject and not any(subject & {stem(w) for w in content_words(s)} for s in lead):
+        lead += [s for s in sentences[2:] if subject & {stem(w) for w in content_words(s)}][:1]
+    return " ".join(lead)
 
 
 def _doc_questions(doc: Document) -> Iterator[GeneratedQuestion]:
@@ -102,18 +137,24 @@ def _doc_questions(doc: Document) -> Iterator[GeneratedQuestion]:
             continue
         section = [p for p in doc.section_at(start).split(SECTION_SEPARATOR) if p]
         question = _question(doc.text[start:end], kind, title, section)
-        found = _answer_text(doc, i) if question else None
+        is_section = question is not None and question.startswith("What does the section")
+        found = _answer_text(doc, i, 3 if is_section else 1) if question else None
         if question is None or found is None:
             continue
-        reference = _first_sentences(found[1])
-        if reference.endswith(":") or len(reference.split()) < 5:
+        first = _first_sentences(found[1])
+        if first.endswith(":"):
+            continue  # the answer is the list or code that follows
+        reference = _lead(found[1], doc.text[start:end]) if is_section else first
+        if reference.endswith(":") or _LEAD_IN.search(reference) or len(reference.split()) < 5:
             continue  # the answer is the list or code that follows, or a label ("Type: End-of-Life")
+        if _LIST_ITEM.match(reference) or _POINTER.match(reference):
+            continue  # one item of a list, not a lead; or only a pointer elsewhere
         added = set(content_words(reference)) - set(content_words(question))
         if len(set(content_words(reference))) < _MIN_CONTENT or len(added) < _MIN_CONTENT:
             continue  # too thin to score, or the question quotes its answer
         label = (
             "faq"
-            if question == " ".join(doc.text[start:end].split())
+            if question.startswith(" ".join(doc.text[start:end].split()))
             else "definition"
             if kind == "term"
             else "section"

@@ -42,6 +42,9 @@ def questions(
     pairs: Annotated[
         Path | None, typer.Option(help="Also write paraphrase / near-miss question pairs (answer cache) here.")
     ] = None,
+    extension: Annotated[
+        list[str], typer.Option(help="Folder mode: SUFFIX=EXTRACTOR, e.g. .txt=rst for Sphinx sources; repeat.")
+    ] = [],  # noqa: B006
 ) -> None:
     """Write answerable questions (question, gold answer aliases, gold document) generated from a corpus:
     rule-based and offline by default (from a documentation tree's structure: FAQ headings, glossary terms,
@@ -52,6 +55,7 @@ def questions(
     from corpus.models import Question
     from corpus.questions import LLMQuestionConfig, QuestionRules, llm_questions, take
     from corpus.sources import SkipLog, SourceConfig, iter_documents
+    from flows.options import suffix_pair
 
     try:
         if (llm_url is None) != (llm_model is None):
@@ -59,7 +63,8 @@ def questions(
         if n is not None and n < 1:
             raise CribsheetError(f"--n {n}: ask for at least one question")
         found: Sequence[Question]
-        docs = list(iter_documents(SourceConfig(path=corpus), SkipLog()))
+        source = SourceConfig(path=corpus, extensions=dict(suffix_pair(e) for e in extension))
+        docs = list(iter_documents(source, SkipLog()))
         if llm_url and llm_model:
             found = llm_questions(docs, LLMQuestionConfig(base_url=llm_url, model=llm_model), n or len(docs))
         else:

@@ -156,3 +156,30 @@ def test_cli_writes_questions_or_fails_in_one_line_and_writes_nothing(tmp_path: 
     assert ok.returncode == 0, ok.stderr
     written = [Question.model_validate_json(line) for line in out.read_text().splitlines()]
     assert written and all(q.gold_doc_ids == ["Delta"] and q.answerable for q in written)
+
+
+def test_cli_reads_sphinx_sources_written_as_txt_with_extension(tmp_path: Path) -> None:
+    """Django's docs are reStructuredText in .txt files: without `--extension .txt=rst` they are plain text
+    and their structure (here FAQ headings) gives no question."""
+    from tests.test_cli import run
+
+    tree = tmp_path / "docs"
+    tree.mkdir()
+    (tree / "faq.txt").write_text(
+        "FAQ\n===\n\nHow do I cite the framework in a paper?\n---------------------------------------\n\n"
+        "Cite the framework by its name and the version you used, with the project's web address.\n\n"
+        "Is the framework a content management system?\n---------------------------------------------\n\n"
+        "No. It is a programming toolkit that lets you build websites quickly and safely.\n"
+    )
+    out = tmp_path / "q.jsonl"
+    plain = run("questions", "--corpus", str(tree), "--out", str(out), tmp=tmp_path)
+    assert plain.returncode == 2 and "no question could be generated" in plain.stderr
+    rst = run("questions", "--corpus", str(tree), "--out", str(out), "--extension", ".txt=rst", tmp=tmp_path)
+    assert rst.returncode == 0, rst.stderr
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted((q["kind"], q["question"]) for q in written) == [
+        ("faq", "How do I cite the framework in a paper?"),
+        ("faq", "Is the framework a content management system?"),
+    ]
+    bad = run("questions", "--corpus", str(tree), "--out", str(out), "--extension", "txt", tmp=tmp_path)
+    assert bad.returncode == 2 and "expected SUFFIX=EXTRACTOR" in bad.stderr
