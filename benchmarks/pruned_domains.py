@@ -12,7 +12,8 @@ Domains (top-8 contexts, dense reranking, the bundled MiniLM, indexes with sente
 For each selector: context token recall (share of the reference's content words in the final context,
 the gate's context metric) and realized ratio, against the uncompressed top-8. Selectors: today's fixed
 `pruned` at 4x and 8x, and `pruned-auto` (ratio 8 as a ceiling) over a grid of relevance share,
-temperature and pronoun antecedents. The choice: the auto setting with the largest mean realized ratio whose
+temperature, pronoun antecedents (a) and structure units (u: a list item's lead-in, a question heading's
+answer). The choice: the auto setting with the largest mean realized ratio whose
 context token recall is within 5 points of uncompressed on every tune split (else the smallest worst loss).
 Prints the tune grid, then the held-out figures of the chosen setting beside the fixed 4x and 8x, and one
 JSON line.
@@ -34,8 +35,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 DATA = Path(__file__).parent / "data"
-SHARES = [0.5, 0.6, 0.7, 0.8, 0.9]
-TEMPERATURES = [0.02, 0.05, 0.1]
+SHARES = [0.6, 0.7, 0.8, 0.9, 0.95]
+TEMPERATURES = [0.05, 0.1]
 MAX_LOSS = 0.05
 
 
@@ -101,9 +102,11 @@ def main() -> None:
             "pruned-4x": (PrunedCompressor(count, emb, stored), 4.0),
             "pruned-8x": (PrunedCompressor(count, emb, stored), 8.0),
         }
-        for share, temp, ante in itertools.product(SHARES, TEMPERATURES, (True, False)):
-            config = AutoPrunedConfig(relevance_share=share, temperature=temp, keep_antecedents=ante)
-            selectors[f"auto s{share} t{temp}{' a' if ante else ''}"] = (
+        for share, temp, ante, units in itertools.product(SHARES, TEMPERATURES, (True, False), (True, False)):
+            config = AutoPrunedConfig(
+                relevance_share=share, temperature=temp, keep_antecedents=ante, keep_structure=units
+            )
+            selectors[f"auto s{share} t{temp}{' a' if ante else ''}{' u' if units else ''}"] = (
                 AutoPrunedCompressor(count, emb, stored, config),
                 8.0,
             )

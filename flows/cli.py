@@ -258,8 +258,10 @@ def warm(
         config = GeneratorConfig(model=generator_model)
         with engine_log(log):
             gen = build_generator(config)
-            rep = gen.warm(PromptLayout(getattr(gen, "tokenizer", None)).stable_prefix())
-            gen.close()
+            try:
+                rep = gen.warm(PromptLayout(getattr(gen, "tokenizer", None)).stable_prefix())
+            finally:
+                gen.close()  # the engine's processes go, whatever warm() did
     except CribsheetError as exc:
         fail(str(exc), log=log)
     out.print(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -80,7 +81,8 @@ class ExtractiveCompressor:
 
         start = time.perf_counter()
         self.calls += 1
-        sentences = [(pi, p[s:e]) for pi, p in enumerate(passages) for s, e, _ in sentence_spans(p)]
+        spans = [(pi, p[s:e], last) for pi, p in enumerate(passages) for s, e, last in sentence_spans(p)]
+        sentences = [(pi, text) for pi, text, _ in spans]
         tokens_in = sum(self.count(p) for p in passages)
         if not sentences:
             return CompressionResult(texts=[], tokens_in=tokens_in, tokens_out=0, seconds=0.0, calls=1, kept=[])
@@ -95,6 +97,7 @@ class ExtractiveCompressor:
             shares = [len(asked & set(content_words(s))) / len(asked) for _, s in sentences]
             sims = sims + self.word_overlap * np.array(shares, dtype=sims.dtype)
         chosen = self.select(sims, sizes, tokens_in, ratio, sentences)
+        chosen |= {j for i in chosen for j in self.units(spans).get(i, ())}
         texts: list[str] = []
         kept: list[int] = []
         for pi in range(len(passages)):
@@ -134,6 +137,10 @@ class ExtractiveCompressor:
             if used >= budget:
                 break
         return chosen
+
+    def units(self, spans: list[tuple[int, str, bool]]) -> dict[int, list[int]]:
+        """Sentences a kept sentence brings along (none: every sentence stands alone)."""
+        return {}
 
     def vectors_and_cost(self, passages: Sequence[str], sentences: list[tuple[int, str]]) -> tuple[np.ndarray, float]:
         """Unit vectors of `sentences` (passage index, text) and what they cost to compute from nothing.
@@ -249,6 +256,9 @@ class AutoPrunedConfig(ExtractiveConfig):
     keep_antecedents: bool = True
     """A kept sentence that opens with a pronoun ("It", "This", "They") brings the sentence before it in its
     passage, so the pronoun keeps its referent."""
+    keep_structure: bool = True
+    """A kept list item brings the lead-in that announces its list (the sentence ending in ":" before it), and
+    a kept sentence under a question-like heading ("How do I ...?") brings the heading's first answer sentence."""
 
 
 class AutoPrunedCompressor(PrunedCompressor):
@@ -267,6 +277,11 @@ class AutoPrunedCompressor(PrunedCompressor):
         self.share = config.relevance_share
         self.temperature = config.temperature
         self.keep_antecedents = config.keep_antecedents
+        self.keep_structure = config.keep_structure
+
+    def units(self, spans: list[tuple[int, str, bool]]) -> dict[int, list[int]]:
+        """List items -> their lead-in; sentences under a question heading -> its first answer sentence."""
+        return structure_units(spans) if self.keep_structure else {}
 
     def select(
         self, sims: np.ndarray, sizes: list[int], tokens_in: int, ratio: float, sentences: list[tuple[int, str]]
@@ -290,6 +305,48 @@ class AutoPrunedCompressor(PrunedCompressor):
                 if i > 0 and sentences[i - 1][0] == sentences[i][0] and PRONOUN_START.match(sentences[i][1]):
                     chosen.add(i - 1)
         return chosen
+
+
+_LIST_ITEM = re.compile(r"^(?:[-*\u2022+]|\d{1,3}[.)])\s")
+"""The opening of a list item as the extractors write it ("- V8: the C++ library ...", "1. Install ...")."""
+
+
+def structure_units(spans: list[tuple[int, str, bool]]) -> dict[int, list[int]]:
+    """Which sentences each sentence brings along when it is kept, from the paragraphs of its passage.
+
+    `spans` holds (passage, sentence, ends its paragraph) in passage order. A sentence of a list item brings
+    the lead-in of its list (the last sentence of the nearest paragraph before the list that ends in ":");
+    a sentence after a question-like heading (a one-sentence paragraph of at most 15 words ending in "?")
+    brings the first sentence after that heading, which answers it.
+    """
+    paragraphs: list[list[int]] = []
+    for i, (pi, _, _) in enumerate(spans):
+        if not paragraphs or spans[paragraphs[-1][-1]][2] or spans[paragraphs[-1][-1]][0] != pi:
+            paragraphs.append([])
+        paragraphs[-1].append(i)
+    links: dict[int, list[int]] = {}
+    lead_in: int | None = None
+    answer: int | None = None
+    for k, para in enumerate(paragraphs):
+        first, passage = spans[para[0]][1], spans[para[0]][0]
+        if k and spans[paragraphs[k - 1][0]][0] != passage:
+            lead_in = answer = None  # a new passage: nothing before it is its structure
+        if _LIST_ITEM.match(first):
+            for i in para:
+                if lead_in is not None:
+                    links.setdefault(i, []).append(lead_in)
+        else:
+            last = spans[para[-1]][1].rstrip()
+            lead_in = para[-1] if last.endswith(":") else None
+        heading = len(para) == 1 and first.rstrip().endswith("?") and len(first.split()) <= 15
+        if heading:
+            answer = para[-1] + 1 if para[-1] + 1 < len(spans) and spans[para[-1] + 1][0] == passage else None
+            continue
+        if answer is not None:
+            for i in para:
+                if i != answer:
+                    links.setdefault(i, []).append(answer)
+    return links
 
 
 NEEDS_SENTENCE_VECTORS = frozenset({"pruned", "pruned-agnostic", "pruned-auto"})

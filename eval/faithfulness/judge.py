@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.registry import Registry
-from eval.faithfulness.judge_server import ServerConfig, ServerProcess, free_port, server_command
+from eval.faithfulness.judge_server import JudgeServerError, ServerConfig, ServerProcess, free_port, server_command
 
 
 class Judge(Protocol):
@@ -164,6 +164,10 @@ class RagasFaithfulnessJudge:
         self.client.close()
 
 
+PORT_ATTEMPTS = 3
+"""Ports tried when the one chosen was taken before the judge server bound it."""
+
+
 class ServedJudge(RagasFaithfulnessJudge):
     """The same judge against a vLLM server subprocess started for the run and stopped by `close()`."""
 
@@ -171,15 +175,23 @@ class ServedJudge(RagasFaithfulnessJudge):
         model = config.model or deps.default_model
         if model is None:
             raise ValueError("judge 'vllm': no model given and no bundled model (write --judge vllm:MODEL)")
-        port = free_port()
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
-        self.server = ServerProcess(
-            server_command(model, "judge", port, config.server),
-            f"http://127.0.0.1:{port}/v1",
-            deps.log_dir / f"judge-server-{stamp}.log",
-            config.server,
-        )
-        self.server.start()
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            # A free port can be taken between choosing it and the server binding it: then another port.
+            port = free_port()
+            self.server = ServerProcess(
+                server_command(model, "judge", port, config.server),
+                f"http://127.0.0.1:{port}/v1",
+                deps.log_dir / f"judge-server-{stamp}-{attempt}.log",
+                config.server,
+            )
+            try:
+                self.server.start()
+                break
+            except JudgeServerError:
+                taken = "address already in use" in self.server.log_path.read_text(errors="replace").lower()
+                if not taken or attempt == PORT_ATTEMPTS:
+                    raise
         try:
             endpoint = RagasJudgeConfig(
                 base_url=self.server.base_url,

@@ -47,16 +47,25 @@ def test_claims_are_sentences_and_abstentions_claim_nothing() -> None:
     assert split_claims("The.") == []  # only stop words: nothing to check
 
 
-def test_checker_validates_on_bundled_corpus_with_real_embedder(bundled_dir: Path, minilm: Any) -> None:
-    from benchmarks.sets.faithfulness_cases import build_cases, validate
-    from corpus.bundled import CORPUS_FILE
-    from corpus.sources import SkipLog, SourceConfig, iter_documents
+def test_checker_holds_its_figure_on_real_labelled_tune_answers(minilm: Any) -> None:
+    """150 real generator answers of the tune split (picked by sha256 of the id), labelled by reading them:
+    the checker's balanced accuracy on claim-bearing ones stays near its tune figure (0.897 on all 631). A
+    check that broke, or one that grew too eager, shows here; a synthetic set built from the checker's own
+    word lists could not (its negatives are the checks themselves)."""
+    import hashlib
 
-    docs = list(iter_documents(SourceConfig(path=bundled_dir / CORPUS_FILE), SkipLog()))
-    cases = build_cases(docs, 40)
-    assert {c.kind for c in cases} >= {"span", "other_passage", "swapped_name", "swapped_number"}
-    report = validate(ClaimChecker(minilm), cases)
-    assert report.accuracy >= 0.9 and report.precision >= 0.9 and report.recall >= 0.9, report
+    real = json.loads((Path(__file__).parent.parent.parent / "benchmarks/data/faithfulness_real.json").read_text())
+    tune = sorted(
+        (c for c in real["cases"] if c["split"] == "tune" and c["label"] != "no_claims"),
+        key=lambda c: hashlib.sha256(c["id"].encode()).hexdigest(),
+    )[:150]
+    results = ClaimChecker(minilm).check_many([(c["answer"], c["context"] or "", c["question"]) for c in tune])
+    flagged = [r.status != "no_claims" and r.score != 1.0 for r in results]
+    supported = [c["label"] == "supported" for c in tune]
+    kept = sum(not f for f, s in zip(flagged, supported, strict=True) if s) / sum(supported)
+    caught = sum(f for f, s in zip(flagged, supported, strict=True) if not s) / (len(tune) - sum(supported))
+    assert min(supported.count(True), supported.count(False)) >= 30  # both classes well represented
+    assert (kept + caught) / 2 >= 0.85, (kept, caught)
 
 
 CLAIM_CASES = json.loads((Path(__file__).parent.parent / "data" / "claim_cases.json").read_text())

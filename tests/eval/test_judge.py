@@ -114,6 +114,36 @@ def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path: Path) ->
     assert server.proc is None
 
 
+def test_a_judge_port_taken_before_the_server_binds_it_is_retried_on_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """free_port() cannot reserve a port: when the server finds it taken, the judge starts on another one."""
+    import eval.faithfulness.judge as judge_module
+    from eval.faithfulness.judge import JudgeDeps, ServedJudge, ServedJudgeConfig
+
+    taken = tmp_path / "taken-once"
+    fake = str(ROOT / "tests" / "fake_judge.py")
+    script = (
+        "import pathlib, runpy, sys\n"
+        f"marker = pathlib.Path({str(taken)!r})\n"
+        "if not marker.exists():\n"
+        "    marker.touch()\n"
+        "    sys.exit('OSError: [Errno 98] Address already in use')\n"
+        f"sys.argv = [{fake!r}, sys.argv[1]]\n"
+        f"runpy.run_path({fake!r}, run_name='__main__')\n"
+    )
+    monkeypatch.setattr(
+        judge_module, "server_command", lambda model, name, port, config: [sys.executable, "-c", script, str(port)]
+    )
+    judge = ServedJudge(ServedJudgeConfig(max_tokens=16), JudgeDeps(log_dir=tmp_path, default_model="m"))
+    try:
+        assert judge.entails("Ice is cold.", "Ice is cold.") == (True, "ok")
+        logs = sorted(p.name for p in tmp_path.glob("judge-server-*.log"))
+        assert len(logs) == 2 and logs[0].endswith("-1.log") and logs[1].endswith("-2.log")
+    finally:
+        judge.close()
+
+
 def test_sweep_stores_judge_verdicts_and_the_runs_agreement(endpoint: str, setup: SweepSetup) -> None:
     import duckdb
 

@@ -89,12 +89,15 @@ def test_the_rerankers_order_and_the_questions_words_weigh_in() -> None:
 def _twin_reads_words(passages: list[str], question: str) -> bool:
     from eval.compress.extractive import PrunedCompressor
 
-    class _NoStore:
-        def lookup_with_cost(self, sentences: list[str]) -> tuple[dict, dict]:
-            return {}, {}
-
     twin = PrunedCompressor(count_words, _SameVector(), _NoStore(), query_aware=False)  # type: ignore[arg-type]
     return twin.compress(passages, question, 2.0).kept == [1]
+
+
+class _NoStore:
+    """An index without the sentences asked for: every vector is embedded at query time."""
+
+    def lookup_with_cost(self, sentences: list[str]) -> tuple[dict, dict]:
+        return {}, {}
 
 
 class SlowEmbedder(HashEmbedder):
@@ -201,3 +204,33 @@ def test_pruned_auto_is_its_own_setting_and_its_share_is_in_the_hash(tmp_path: P
     assert base.setting_hash(setting) != other.setting_hash(setting)
     pruned = GridConfig(compressions=[CompressionSpec(compressor="pruned", target_ratio=4.0)]).expand()[0]
     assert base.setting_hash(pruned) == other.setting_hash(pruned)  # pruned's own knobs did not change
+
+
+def test_pruned_auto_keeps_a_list_items_lead_in_and_a_question_headings_answer() -> None:
+    from corpus.text import sentence_spans
+    from eval.compress.extractive import structure_units
+
+    passage = (
+        "Implementing addons involves several components and APIs:\n\n"
+        "- V8: the C++ library Node.js uses. V8 provides objects.\n\n"
+        "- libuv: The C library that implements the event loop.\n\n"
+        "How do I build an addon?\n\n"
+        "Run node-gyp configure in the addon folder. Then run node-gyp build."
+    )
+    spans = [(0, "Another passage first.", True)] + [(1, passage[a:b], last) for a, b, last in sentence_spans(passage)]
+    assert structure_units(spans) == {2: [1], 3: [1], 4: [1], 7: [6]}
+    # A list after a passage boundary has no lead-in: structure never crosses passages.
+    assert structure_units([(0, "Options:", True), (1, "- verbose: print more.", True)]) == {}
+
+    from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig
+
+    def auto(structure: bool) -> AutoPrunedCompressor:
+        config = AutoPrunedConfig(relevance_share=0.5, temperature=0.05, keep_structure=structure)
+        return AutoPrunedCompressor(count_words, HashEmbedder(), _NoStore(), config)  # type: ignore[arg-type]
+
+    question = "What is the C library that implements the event loop in libuv?"
+    with_units = auto(True).compress([passage], question, 8.0)
+    alone = auto(False).compress([passage], question, 8.0)
+    assert "libuv: The C library" in with_units.texts[0] and "libuv: The C library" in alone.texts[0]
+    assert "several components and APIs:" in with_units.texts[0]  # the list item kept its lead-in ...
+    assert "several components and APIs:" not in alone.texts[0]  # ... which the selection alone dropped

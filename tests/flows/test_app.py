@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
@@ -38,3 +40,22 @@ def test_other_errors_pass_through_untouched(monkeypatch: pytest.MonkeyPatch) ->
         _lost_mid_flow()
     with pytest.raises(CribsheetError, match="Failed to reach API"), reachable_prefect():
         raise RuntimeError("Failed to reach API at http://127.0.0.1:9/api")
+
+
+def test_warm_closes_the_engine_when_warming_fails(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    import eval.run.wiring
+    from flows.cli import app
+    from tests.fakes import ExtractingGenerator
+
+    class Broken(ExtractingGenerator):
+        def warm(self, prefix: str):  # type: ignore[no-untyped-def]
+            raise CribsheetError("the engine died while warming")
+
+    made: list[Broken] = []
+    monkeypatch.setattr(eval.run.wiring, "build_generator", lambda config: made.append(Broken()) or made[-1])
+    monkeypatch.setenv("CRIBSHEET_CACHE", str(tmp_path))  # the engine log goes here
+    result = CliRunner().invoke(app, ["warm"])
+    assert result.exit_code == 2 and "the engine died while warming" in result.output
+    assert len(made) == 1 and made[0].closed  # no engine process left behind
