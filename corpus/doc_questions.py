@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from corpus.extract.base import SECTION_SEPARATOR
 from corpus.models import Document
 from corpus.questions import GeneratedQuestion, QuestionRules, generate_questions
-from corpus.text import content_words, normalize, sentence_spans, stem
+from corpus.text import LIST_ITEM, content_words, normalize, sentence_spans, stem
 
 STRUCTURE_VERSION = "structure-3"
 """Changes whenever a structure rule changes: generated sets name the version that made them."""
@@ -44,8 +44,6 @@ _ADMONITION = re.compile(
 """A block that is an admonition or a version/availability label, not the entry's answer (tuning cases:
 "Availability: MySQL, PostGIS, ..." under GeoHash(), "Note: These expressions are defined in ..." under a
 section): the next block answers instead."""
-_LIST_ITEM = re.compile(r"^[-*•+]\s")
-"""A lead that is one item of a list ("- MySQL connections now default to ..."): no lead paragraph."""
 _LEAD_IN = re.compile(r"\b(?:the following|as follows)\b[^.]*\.?$", re.IGNORECASE)
 """A lead-in to a list or table that ends in a full stop ("... have the following additional options.")."""
 _POINTER = re.compile(r"^(?:For (?:full|more|further) (?:details|information)\b[^,]*,\s*)?see\s", re.IGNORECASE)
@@ -147,7 +145,7 @@ def _doc_questions(doc: Document) -> Iterator[GeneratedQuestion]:
         reference = _lead(found[1], doc.text[start:end]) if is_section else first
         if reference.endswith(":") or _LEAD_IN.search(reference) or len(reference.split()) < 5:
             continue  # the answer is the list or code that follows, or a label ("Type: End-of-Life")
-        if _LIST_ITEM.match(reference) or _POINTER.match(reference):
+        if LIST_ITEM.match(reference) or _POINTER.match(reference):
             continue  # one item of a list, not a lead; or only a pointer elsewhere
         added = set(content_words(reference)) - set(content_words(question))
         if len(set(content_words(reference))) < _MIN_CONTENT or len(added) < _MIN_CONTENT:

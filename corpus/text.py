@@ -218,6 +218,10 @@ def negated(text: str) -> bool:
     return bool(_NEGATED.search(text.lower().replace("’", "'")))
 
 
+LIST_ITEM = re.compile(r"^(?:[-*\u2022+]|\d{1,3}[.)])\s")
+"""The opening of a list item as the extractors write it ("- V8: the C++ library ...", "1. Install ...")."""
+
+
 PRONOUNS = ("it", "its", "he", "his", "she", "her", "they", "their")
 """Personal pronouns that stand for a passage's subject."""
 PRONOUN = re.compile(rf"\b(?:{'|'.join(PRONOUNS)})\b", re.I)

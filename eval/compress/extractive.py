@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -12,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from corpus.embed import Embedder, VectorCache
 from corpus.errors import CribsheetError
 from corpus.sentences import SentenceVectors
-from corpus.text import PRONOUN_START, content_words, sentence_spans
+from corpus.text import LIST_ITEM, PRONOUN_START, content_words, sentence_spans
 
 if TYPE_CHECKING:
     import numpy as np
@@ -97,7 +96,8 @@ class ExtractiveCompressor:
             shares = [len(asked & set(content_words(s))) / len(asked) for _, s in sentences]
             sims = sims + self.word_overlap * np.array(shares, dtype=sims.dtype)
         chosen = self.select(sims, sizes, tokens_in, ratio, sentences)
-        chosen |= {j for i in chosen for j in self.units(spans).get(i, ())}
+        units = self.units(spans)
+        chosen |= {j for i in chosen for j in units.get(i, ())}
         texts: list[str] = []
         kept: list[int] = []
         for pi in range(len(passages)):
@@ -307,10 +307,6 @@ class AutoPrunedCompressor(PrunedCompressor):
         return chosen
 
 
-_LIST_ITEM = re.compile(r"^(?:[-*\u2022+]|\d{1,3}[.)])\s")
-"""The opening of a list item as the extractors write it ("- V8: the C++ library ...", "1. Install ...")."""
-
-
 def structure_units(spans: list[tuple[int, str, bool]]) -> dict[int, list[int]]:
     """Which sentences each sentence brings along when it is kept, from the paragraphs of its passage.
 
@@ -331,7 +327,7 @@ def structure_units(spans: list[tuple[int, str, bool]]) -> dict[int, list[int]]:
         first, passage = spans[para[0]][1], spans[para[0]][0]
         if k and spans[paragraphs[k - 1][0]][0] != passage:
             lead_in = answer = None  # a new passage: nothing before it is its structure
-        if _LIST_ITEM.match(first):
+        if LIST_ITEM.match(first):
             for i in para:
                 if lead_in is not None:
                     links.setdefault(i, []).append(lead_in)
