@@ -59,8 +59,10 @@ def prepare_environment() -> None:
     quiet_offline_env()
 
 
-def _lost_api(exc: BaseException) -> BaseException | None:
-    """The connection failure behind `exc` (its cause or context, at any depth), or None."""
+def _lost_api(exc: BaseException, api_url: str) -> BaseException | None:
+    """The failure to reach `api_url` behind `exc` (its cause or context, at any depth), or None. A
+    connection error of another endpoint (a judge server) is not the Prefect API's.
+    """
     import httpx
 
     seen: set[int] = set()
@@ -68,7 +70,9 @@ def _lost_api(exc: BaseException) -> BaseException | None:
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
         if isinstance(cur, httpx.TransportError):
-            return cur
+            request = getattr(cur, "_request", None)
+            if request is None or str(request.url).startswith(api_url.rstrip("/")):
+                return cur
         cur = cur.__cause__ or cur.__context__
     return None
 
@@ -91,7 +95,7 @@ def reachable_prefect() -> Iterator[None]:
             raise CribsheetError(
                 f"{exc}: start that Prefect server, or unset PREFECT_API_URL (now {where}) to run on a temporary one"
             ) from None
-        lost = _lost_api(exc) if where else None
+        lost = _lost_api(exc, where) if where else None
         if lost is None:
             raise
         raise CribsheetError(

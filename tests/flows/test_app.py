@@ -15,9 +15,9 @@ class ConcurrencySlotAcquisitionError(Exception):
     """What Prefect raises when a task cannot reach the API for its tags' slots (wraps the connection error)."""
 
 
-def _lost_mid_flow() -> None:
+def _lost_mid_flow(url: str = "http://127.0.0.1:4200/api/v2/concurrency_limits/increment") -> None:
     try:
-        raise httpx.ConnectError("[Errno 111] Connection refused")
+        raise httpx.ConnectError("[Errno 111] Connection refused", request=httpx.Request("POST", url))
     except httpx.ConnectError as exc:
         raise ConcurrencySlotAcquisitionError("Unable to acquire concurrency slots") from exc
 
@@ -35,6 +35,8 @@ def test_other_errors_pass_through_untouched(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:4200/api")
     with pytest.raises(ZeroDivisionError), reachable_prefect():
         1 / 0  # noqa: B018
+    with pytest.raises(ConcurrencySlotAcquisitionError), reachable_prefect():
+        _lost_mid_flow("http://127.0.0.1:8011/v1/chat/completions")  # a judge server's, not Prefect's
     monkeypatch.delenv("PREFECT_API_URL")  # a temporary server: its loss is not the user's to fix
     with pytest.raises(ConcurrencySlotAcquisitionError), reachable_prefect():
         _lost_mid_flow()
