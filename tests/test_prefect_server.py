@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import TINY_DOCS, TINY_QUESTIONS, write_jsonl
 from tests.prefect_server import PREFECT, ROOT, prefect_server, start, stop
+
 TRIGGER = """
 import json, sys
 from prefect.deployments import run_deployment

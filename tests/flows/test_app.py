@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NoReturn
 
 import httpx
 import pytest
@@ -52,7 +53,7 @@ def test_warm_closes_the_engine_when_warming_fails(monkeypatch: pytest.MonkeyPat
     from tests.fakes import ExtractingGenerator
 
     class Broken(ExtractingGenerator):
-        def warm(self, prefix: str):  # type: ignore[no-untyped-def]
+        def warm(self, prefix: str) -> NoReturn:
             raise CribsheetError("the engine died while warming")
 
     made: list[Broken] = []
