@@ -248,9 +248,9 @@ class PrunedCompressor(ExtractiveCompressor):
 class AutoPrunedConfig(ExtractiveConfig):
     """The pruned selector with a budget by relevance."""
 
-    relevance_share: float = Field(default=0.9, gt=0.0, le=1.0)
-    """Share of the context's relevance mass the kept sentences must hold (0.9 and temperature 0.1: chosen on
-    three domains' tune splits, benchmarks/pruned_domains.py)."""
+    relevance_share: float = Field(default=0.95, gt=0.0, le=1.0)
+    """Share of the context's relevance mass the kept sentences must hold (0.95 and temperature 0.1, with
+    antecedents and structure units: chosen on three domains' tune splits, benchmarks/pruned_domains.py)."""
     temperature: float = Field(default=0.1, gt=0.0, le=1.0)
     """Softness of the relevance mass: a sentence's mass is exp((score - best score) / temperature)."""
     keep_antecedents: bool = True
