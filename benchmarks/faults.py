@@ -289,6 +289,7 @@ def prefect_lost_mid_flow(s: Suite) -> Row:
     """A real Prefect server, stopped while the sweep's first setting is generating (the stalling fake
     generator touches a file and waits 5 s); then the same command again on a temporary server."""
     from eval.store import DuckDBStore
+    from tests.conftest import TINY_QUESTIONS
     from tests.prefect_server import prefect_server, stop
 
     stall = s.work / "stalled"
@@ -327,13 +328,9 @@ def prefect_lost_mid_flow(s: Suite) -> Row:
         and again.returncode == 0
         and after["status"] == "ok"
         and after["runs"] == 1
-        and after["ok"] == after["n"] == len(config.grid.expand()) * len(_questions(s))
+        and after["ok"] == after["n"] == len(config.grid.expand()) * len(TINY_QUESTIONS)
     )
     return "Prefect API lost mid-flow", "one-line error, exit 2, whole settings kept, resume completes", observed, holds
-
-
-def _questions(s: Suite) -> list[str]:
-    return [line for line in s.questions.read_text().splitlines() if line.strip()]
 
 
 FAULTS: list[Callable[[Suite], Row]] = [

@@ -67,8 +67,7 @@ class LineReporter:
                 self._done.add(stage)
                 line = f"{stage}: {done}/{total} in {now - start:.1f} s"
             elif now - self._last.get(stage, start) >= self.every:
-                self._last[stage] = now
-                line = f"{stage}: {done}/{total or '?'} after {now - start:.0f} s"
+                line = self._heartbeat(stage, now)
             else:
                 line = ""
             if self._thread is None:
@@ -86,11 +85,15 @@ class LineReporter:
                 for stage, start in self._started.items():
                     if stage in self._done or now - self._last.get(stage, start) < self.every:
                         continue
-                    self._last[stage] = now
-                    done, total = self._counts.get(stage, (0, 0))
-                    lines.append(f"{stage}: {done}/{total or '?'} after {now - start:.0f} s")
+                    lines.append(self._heartbeat(stage, now))
             for line in lines:
                 self.emit(line)
+
+    def _heartbeat(self, stage: str, now: float) -> str:
+        """A running stage's line with its latest counts; marks the stage as just heard from (lock held)."""
+        self._last[stage] = now
+        done, total = self._counts.get(stage, (0, 0))
+        return f"{stage}: {done}/{total or '?'} after {now - self._started[stage]:.0f} s"
 
     def close(self) -> None:
         """Stop the heartbeat thread."""
