@@ -35,8 +35,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 DATA = Path(__file__).parent / "data"
-SHARES = [0.6, 0.7, 0.8, 0.9, 0.95]
-TEMPERATURES = [0.05, 0.1]
+SHARES = [0.7, 0.8, 0.9, 0.95]
+TEMPERATURES = [0.03, 0.05, 0.1]
 MAX_LOSS = 0.05
 
 

@@ -7,7 +7,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -139,6 +139,52 @@ class SentenceTransformerEmbedder:
             show_progress_bar=self.show_progress,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+    def embed_documents_with_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[np.ndarray, list[list[np.ndarray | None]], float]:
+        """Document vectors and, from the same forward pass, a contextual vector for each character span of
+        each text (late chunking: the mean of the span's token vectors, normalised), plus the seconds spent
+        pooling the spans (what the span vectors cost beyond the document vectors). A span whose tokens all
+        fall past the model's truncation gets None. The document vector is the model's own mean pooling over
+        every token, as `embed_documents` computes it (cosine ≥ 0.999 to it; bfloat16 rounding differs).
+        """
+        import torch
+
+        st = self._model
+        transformer: Any = st[0]
+        tokenizer = st.tokenizer
+        doc_vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
+        span_vectors: list[list[np.ndarray | None]] = [[None] * len(s) for s in spans]
+        pooling = 0.0
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # like sentence-transformers: less padding
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            enc = tokenizer(
+                [texts[i] for i in idx],
+                padding=True,
+                truncation=True,
+                max_length=st.max_seq_length,
+                return_offsets_mapping=True,
+                return_tensors="pt",
+            )
+            offsets = enc.pop("offset_mapping")
+            enc = {k: v.to(st.device) for k, v in enc.items()}
+            with torch.inference_mode():
+                hidden = transformer.auto_model(**enc).last_hidden_state.float().cpu()
+            mask = enc["attention_mask"].cpu().bool()
+            summed = (hidden * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+            doc_vectors[idx] = torch.nn.functional.normalize(summed, dim=-1).numpy()
+            began = time.perf_counter()
+            real = mask & (offsets[:, :, 1] > offsets[:, :, 0])  # no special tokens, no padding
+            for row, i in enumerate(idx):
+                for j, (lo, hi) in enumerate(spans[i]):
+                    inside = real[row] & (offsets[row, :, 0] >= lo) & (offsets[row, :, 1] <= hi)
+                    if bool(inside.any()):
+                        vector = hidden[row][inside].mean(0)
+                        span_vectors[i][j] = (vector / vector.norm().clamp(min=1e-12)).numpy()
+            pooling += time.perf_counter() - began
+        return doc_vectors, span_vectors, pooling
 
     def embed_query_uncached(self, text: str) -> np.ndarray:
         """Normalised query vector, always computed (what a first lookup of this question costs)."""

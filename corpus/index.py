@@ -18,7 +18,7 @@ from corpus.errors import CribsheetError
 from corpus.index_batch import Batch, BatchPool, EmbeddedBatch, LocalBatches, RayBatches, document_coverage
 from corpus.models import Document
 from corpus.runtime import release_memory
-from corpus.sentences import add_sentences
+from corpus.sentences import add_sentences, can_pool_sentences
 from corpus.sources import Skipped
 from corpus.table import (
     REPORT_FILE,
@@ -88,6 +88,9 @@ def sync_index(
         precision=getattr(embedder, "precision", "float32"),
         extractors=extractors or {},
         sentence_vectors=opts.sentence_vectors,
+        sentence_pooling=(
+            ("contextual" if can_pool_sentences(embedder) else "isolated") if opts.sentence_vectors else None
+        ),
     )
     started = time.perf_counter()
     path = Path(path)

@@ -18,7 +18,7 @@ from corpus.cluster import RayOptions, import_plugins, plugin_modules, ray_clust
 from corpus.embed import EMBEDDERS, Embedder
 from corpus.errors import CribsheetError
 from corpus.models import Chunk, Document
-from corpus.sentences import sentence_rows
+from corpus.sentences import contextual_sentence_rows, sentence_rows
 from corpus.table import DocCoverage, IndexSpec, indexed_text, table_schema
 
 Batch = list[tuple[Document, str]]
@@ -64,9 +64,11 @@ def document_coverage(doc: Document, spans: Sequence[tuple[int, int]]) -> DocCov
 
 
 def embed_batch(
-    batch: Batch, chunker: Chunker, embedder: Embedder, schema: Any, sentences: bool = False
+    batch: Batch, chunker: Chunker, embedder: Embedder, schema: Any, sentences: str | None = None
 ) -> EmbeddedBatch:
-    """Chunk and embed one batch into rows of the index schema (and its sentences, with `sentences`)."""
+    """Chunk and embed one batch into rows of the index schema (and its sentences, with `sentences`: the
+    index spec's `sentence_pooling`, contextual or isolated).
+    """
     import numpy as np
     import pyarrow as pa
 
@@ -77,7 +79,14 @@ def embed_batch(
         coverage.append(document_coverage(doc, [(c.char_start, c.char_end) for c in mine]))
         chunks.extend((c, doc, digest) for c in mine)
     texts = [indexed_text(c) for c, _, _ in chunks]
-    vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32).reshape(len(chunks), embedder.dim)
+    rows = None
+    if sentences == "contextual":  # one forward pass for the chunks and their sentences
+        vectors, rows = contextual_sentence_rows(texts, [c.text for c, _, _ in chunks], embedder)
+    else:
+        vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
+        if sentences == "isolated":
+            rows = sentence_rows([c.text for c, _, _ in chunks], embedder)
+    vectors = vectors.reshape(len(chunks), embedder.dim)
     data = pa.Table.from_arrays(
         [
             pa.array([c.id for c, _, _ in chunks]),
@@ -95,7 +104,6 @@ def embed_batch(
         ],
         schema=schema,
     )
-    rows = sentence_rows([c.text for c, _, _ in chunks], embedder) if sentences else None
     return EmbeddedBatch(batch, data, coverage, rows)
 
 
@@ -104,7 +112,7 @@ class LocalBatches:
 
     def __init__(self, chunker: Chunker, embedder: Embedder, spec: IndexSpec) -> None:
         self.chunker, self.embedder, self.schema = chunker, embedder, table_schema(spec)
-        self.sentences = spec.sentence_vectors
+        self.sentences = spec.sentence_pooling
 
     def map(self, batches: Iterable[Batch]) -> Iterator[EmbeddedBatch]:
         """Embedded batches, one at a time."""
@@ -128,7 +136,7 @@ class IndexWorker:
             raise CribsheetError(f"embedder '{embedder}' builds {got} on this worker; the index wants {want}")
         self.chunker = SentenceChunker(chunker, self.embedder.count_tokens)
         self.schema = table_schema(spec)
-        self.sentences = spec.sentence_vectors
+        self.sentences = spec.sentence_pooling
 
     def embed(self, batch: Batch) -> EmbeddedBatch:
         """Chunk and embed one batch."""

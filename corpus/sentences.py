@@ -1,5 +1,8 @@
 """Sentence vectors computed at index time and stored beside the chunks, so query-aware sentence pruning at
-query time costs a lookup and a dot product (the `pruned` compressor), not an embedder pass.
+query time costs a lookup and a dot product (the `pruned` compressor), not an embedder pass. With an embedder
+that can pool spans (`SentenceTransformerEmbedder`), a sentence's vector comes from its chunk's own forward
+pass (late chunking): it carries the chunk's context and costs only the pooling (index spec
+`sentence_pooling: contextual`); other embedders embed each sentence by itself (`isolated`).
 
 The `sentences` table of the index folder is content-addressed (key = sha256 of the sentence text): a
 sentence shared by two chunks is one vector, a deleted document's sentences are harmless leftovers, and
@@ -51,6 +54,56 @@ def sentence_rows(texts: Sequence[str], embedder: Embedder) -> Any:
         ],
         names=["key", "vector", "seconds"],
     )
+
+
+def contextual_sentence_rows(indexed: Sequence[str], texts: Sequence[str], embedder: Any) -> tuple[np.ndarray, Any]:
+    """Chunk vectors, and the sentence rows (key, vector, seconds) of the chunks, from one forward pass.
+
+    `indexed[i]` is what chunk i is embedded as (its heading, a newline, its text `texts[i]`). Each sentence's
+    vector is the mean of its tokens' vectors in that pass (late chunking): it carries its chunk's context,
+    and costs only the pooling beyond the chunk vector that retrieval needs anyway, so `seconds` is each
+    sentence's share of the pooling time. A sentence past the model's truncation is embedded by itself and
+    billed its share of that call. A sentence found in two chunks keeps its first chunk's vector.
+    """
+    import pyarrow as pa
+
+    spans: list[list[tuple[int, int]]] = []
+    for full, text in zip(indexed, texts, strict=True):
+        if not full.endswith(text):
+            raise ValueError("an indexed text must end with its chunk's text")
+        shift = len(full) - len(text)
+        spans.append([(s + shift, e + shift) for s, e, _ in sentence_spans(text) if text[s:e].strip()])
+    vectors, pooled, pooling = embedder.embed_documents_with_spans(list(indexed), spans)
+    found: dict[str, np.ndarray | None] = {}
+    for full, mine, got in zip(indexed, spans, pooled, strict=True):
+        for (s, e), vector in zip(mine, got, strict=True):
+            if found.get(full[s:e]) is None:
+                found[full[s:e]] = vector
+    contextual = sum(v is not None for v in found.values())
+    seconds = dict.fromkeys((k for k, v in found.items() if v is not None), pooling / max(1, contextual))
+    alone = [k for k, v in found.items() if v is None]
+    if alone:  # past the truncation: embedded by themselves, billed in full
+        start = time.perf_counter()
+        extra = np.asarray(embedder.embed_documents(alone), dtype=np.float32).reshape(len(alone), embedder.dim)
+        share = (time.perf_counter() - start) / len(alone)
+        found.update(zip(alone, extra, strict=True))
+        seconds.update(dict.fromkeys(alone, share))
+    keys = list(found)
+    matrix = np.asarray([found[k] for k in keys], dtype=np.float32).reshape(len(keys), embedder.dim)
+    rows = pa.Table.from_arrays(
+        [
+            pa.array([sentence_key(k) for k in keys]),
+            pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), embedder.dim),
+            pa.array([seconds[k] for k in keys], type=pa.float64()),
+        ],
+        names=["key", "vector", "seconds"],
+    )
+    return np.asarray(vectors, dtype=np.float32), rows
+
+
+def can_pool_sentences(embedder: Any) -> bool:
+    """Whether `embedder` gives contextual span vectors from its document pass (late chunking)."""
+    return callable(getattr(embedder, "embed_documents_with_spans", None))
 
 
 def open_sentences(db: Any) -> Any:

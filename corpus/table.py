@@ -38,6 +38,9 @@ class IndexSpec(BaseModel):
     """Extractor name -> parser and version (folder sources): a new parser version rebuilds the index."""
     sentence_vectors: bool = False
     """Sentence vectors are stored too (the `sentences` table, for the `pruned` compressor)."""
+    sentence_pooling: Literal["contextual", "isolated"] | None = None
+    """How the sentence vectors are made: pooled from their chunk's forward pass (contextual, late chunking)
+    or each sentence embedded by itself (isolated, for embedders that cannot pool spans); None without them."""
 
 
 class IndexOptions(BaseModel):
@@ -54,8 +57,10 @@ class IndexOptions(BaseModel):
     rebuild: bool = False
     """Rebuild from scratch even when the spec is unchanged."""
     sentence_vectors: bool = False
-    """Also embed every sentence of every chunk (about twice the embedding work) so the `pruned` compressor
-    selects sentences with vectors computed once, here, instead of at query time."""
+    """Also store a vector for every sentence of every chunk, so the `pruned` compressor selects sentences
+    with vectors computed once, here, instead of at query time. With an embedder that pools spans they come
+    from the chunk's own forward pass (almost free); otherwise each sentence is embedded (about twice the
+    embedding work)."""
     min_coverage: float = Field(default=0.95, ge=0.0, le=1.0)
     """Documents whose indexed words fall below this share of their parser's words are listed in the report."""
 
