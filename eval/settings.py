@@ -119,6 +119,9 @@ class CompressionSpec(BaseModel):
     """Registered compressor name."""
     target_ratio: float = 1.0
     """Requested tokens_in / tokens_out."""
+    top_ks: list[int] | None = None
+    """Only at these of the grid's top-k values (None: at every one): a compressor too slow for long contexts
+    on this hardware is measured where it can be."""
 
     @field_validator("compressor")
     @classmethod
@@ -157,6 +160,14 @@ class GridConfig(BaseModel):
     """Semantic answer cache thresholds (cosine similarity in [0, 1]); None = off."""
     """Passage orders in the prompt."""
 
+    @model_validator(mode="after")
+    def _top_ks_in_grid(self) -> GridConfig:
+        for i, c in enumerate(self.compressions):
+            stray = sorted(set(c.top_ks or []) - set(self.top_ks))
+            if stray:
+                raise ValueError(f"compressions[{i}].top_ks: {stray} not among the grid's top_ks {self.top_ks}")
+        return self
+
     @field_validator("rerankers")
     @classmethod
     def _registered_rerankers(cls, value: list[str]) -> list[str]:
@@ -186,6 +197,7 @@ class GridConfig(BaseModel):
                 self.outputs,
                 self.answer_caches,
             )
+            if c.top_ks is None or k in c.top_ks
         ]
 
 

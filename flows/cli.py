@@ -276,9 +276,15 @@ def demo(
     datasets_dir: Annotated[Path, typer.Option("--datasets", help="Where the bundled dataset goes.")] = Path(
         "datasets"
     ),
-    limit: Annotated[int | None, typer.Option(help="Only the first N demo questions.")] = None,
+    limit: Annotated[
+        int | None, typer.Option(help="Only the first N demo questions (default 50; --full: all 85).")
+    ] = None,
+    full: Annotated[
+        bool,
+        typer.Option("--full", help="Every compressor at top-k 3 and 8 on all 85 questions (about twice the time)."),
+    ] = False,
 ) -> None:
-    """Bundled dataset -> index the whole corpus -> warm -> sweep the demo grid -> leaderboard."""
+    """Bundled dataset -> index the whole corpus -> warm -> sweep the demo grid -> gate each setting -> report."""
     prepare_environment()
     from eval.gate import verdict_line
     from flows.pipeline import demo_flow
@@ -286,7 +292,7 @@ def demo(
     log = log_path(workdir, "demo")
     try:
         with engine_log(log), progress(), reachable_prefect():
-            result = demo_flow(workdir, datasets_dir, limit)
+            result = demo_flow(workdir, datasets_dir, limit, full)
     except CribsheetError as exc:
         fail(str(exc), log=log)
     sweep = result.sweep

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,12 @@ def test_one_pass_gives_the_chunk_vector_and_sentence_vectors_that_carry_the_chu
     query = minilm.embed_query("When was Heidelberg University founded?")
     # "It" alone says nothing about Heidelberg; pooled from its chunk's pass, the sentence knows its subject.
     assert float(contextual @ query) > float(isolated @ query) + 0.05
-    # Its bill is the pooling beyond the chunk pass: far below what embedding it by itself costs.
-    assert all(0 <= s < 0.01 for s in rows.column("seconds").to_pylist())
+    # Its bill is its share of the pooling beyond the chunk pass: one share for all three, and far below what
+    # embedding the sentences by themselves costs (measured right after, so a busy machine slows both).
+    bills = rows.column("seconds").to_pylist()
+    started = time.perf_counter()
+    minilm.embed_documents(["Heidelberg University is the oldest university in Germany.", pronoun])
+    assert len(set(bills)) == 1 and 0 <= sum(bills) < 0.5 * (time.perf_counter() - started)
 
 
 class SpanHashEmbedder(HashEmbedder):

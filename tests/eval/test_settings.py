@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from eval.settings import GridConfig, Setting
+from eval.settings import CompressionSpec, GridConfig, Setting
 
 
 def test_default_grid_is_three_compressions_by_two_top_ks() -> None:
@@ -12,6 +12,27 @@ def test_default_grid_is_three_compressions_by_two_top_ks() -> None:
     }
     assert len({s.config_hash() for s in settings}) == 6
     assert len({s.name for s in settings}) == 6
+
+
+def test_a_compression_can_be_held_to_some_top_ks_and_its_settings_keep_their_hashes() -> None:
+    grid = GridConfig(
+        compressions=[CompressionSpec(), CompressionSpec(compressor="llmlingua", target_ratio=4.0, top_ks=[3])]
+    )
+    names = [s.name for s in grid.expand()]
+    assert names == ["none-k3-hybrid-dense", "none-k8-hybrid-dense", "llmlingua-4x-k3-hybrid-dense"]
+    everywhere = {s.name: s.config_hash() for s in GridConfig().expand()}
+    assert all(everywhere[s.name] == s.config_hash() for s in grid.expand())  # the same settings, the same rows
+    with pytest.raises(ValidationError, match=r"compressions\[1\].top_ks: \[5\] not among the grid's top_ks"):
+        GridConfig(compressions=[CompressionSpec(), CompressionSpec(compressor="llmlingua", top_ks=[5])])
+
+
+def test_demo_grid_runs_the_llmlingua_family_at_top_3_unless_full() -> None:
+    from flows.pipeline import DEMO_COMPRESSIONS
+
+    quick = {(s.compressor, s.top_k) for s in GridConfig(compressions=DEMO_COMPRESSIONS).expand()}
+    assert quick == {("none", 3), ("none", 8), ("pruned", 3), ("pruned", 8), ("llmlingua", 3), ("longllmlingua", 3)}
+    full = [c.model_copy(update={"top_ks": None}) for c in DEMO_COMPRESSIONS]
+    assert len(GridConfig(compressions=full).expand()) == 8
 
 
 def test_config_hash_is_stable_and_sensitive() -> None:
