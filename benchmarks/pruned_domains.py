@@ -19,6 +19,7 @@ Prints the tune grid, then the held-out figures of the chosen setting beside the
 JSON line.
 
     .venv/bin/python benchmarks/pruned_domains.py
+    .venv/bin/python benchmarks/pruned_domains.py --write-held-out runs/held-out   # the docs splits as files
 """
 
 from __future__ import annotations
@@ -72,9 +73,21 @@ def domains(work: Path, emb: Any) -> dict[str, tuple[Path, dict[str, list[Any]]]
     return out
 
 
+def write_held_out(folder: Path) -> None:
+    """Each documentation domain's held-out split as a question file (for a sweep with generation)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, file in (("django-docs", DATA / "django_qa.jsonl"), ("nodejs-docs", DATA / "nodejs_structure_qa.jsonl")):
+        held = [q for q in _jsonl(file) if q.answerable and _split(q.id) == "test"]
+        (folder / f"{name}-test.jsonl").write_text("".join(q.model_dump_json() + "\n" for q in held))
+        print(f"{folder / f'{name}-test.jsonl'}: {len(held)} questions")
+
+
 def main() -> None:
     from corpus.runtime import quiet_offline_env
 
+    if "--write-held-out" in sys.argv:  # the held-out splits as question files, then stop
+        write_held_out(Path(sys.argv[sys.argv.index("--write-held-out") + 1]))
+        return
     quiet_offline_env()
     from transformers import AutoTokenizer
 

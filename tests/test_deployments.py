@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,3 +56,17 @@ def test_the_seed_scale_config_is_four_4x_settings_at_about_4000_context_tokens(
     assert {s.top_k for s in settings} == {40} and sweep.retrieve_n >= 40
     assert all(s.target_ratio == 4.0 for s in settings if s.compressor != "none")
     assert sweep.generator.max_model_len >= 8192  # a ~4,000-token prompt fits with room to spare
+
+
+@pytest.mark.parametrize("path", sorted(Path("configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_bundled_config_loads_into_its_model(path: Path) -> None:
+    from corpus.index import IndexConfig
+    from eval.gate import GateRequest
+    from eval.settings import SweepConfig
+    from flows.config import load_config
+
+    first = path.read_text().splitlines()[0]
+    model = next(m for m in (SweepConfig, IndexConfig, GateRequest) if first.startswith(f"# {m.__name__}"))
+    config = load_config(model, path)  # a typo, an unknown compressor or a stray top-k fails here
+    if isinstance(config, SweepConfig):
+        assert config.grid.expand()
