@@ -147,7 +147,7 @@ class SentenceTransformerEmbedder:
         each text (late chunking: the mean of the span's token vectors, normalised), plus the seconds spent
         pooling the spans (what the span vectors cost beyond the document vectors). A span whose tokens all
         fall past the model's truncation gets None. The document vector is the model's own mean pooling over
-        every token, as `embed_documents` computes it (cosine ≥ 0.999 to it; bfloat16 rounding differs).
+        every token, as `embed_documents` computes it (cosine ≥ 0.998 to it; bfloat16 rounding differs).
         """
         import torch
 
