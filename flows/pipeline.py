@@ -184,6 +184,13 @@ DEMO_PROBES = 20
 """Latency probes per setting in the demo (`--full`: the sweep's default)."""
 
 
+def demo_grid(full: bool = False) -> GridConfig:
+    """The demo's grid: `DEMO_COMPRESSIONS`, or with `full` every one of them at every top-k."""
+    if full:
+        return GridConfig(compressions=[c.model_copy(update={"top_ks": None}) for c in DEMO_COMPRESSIONS])
+    return GridConfig(compressions=DEMO_COMPRESSIONS)
+
+
 @flow(name="cribsheet-demo", log_prints=True)
 def demo_flow(workdir: Path, datasets_dir: Path, limit: int | None = None, full: bool = False) -> DemoResult:
     """Bundled dataset -> whole-corpus index with sentence vectors -> demo sweep -> a gate decision per
@@ -204,11 +211,7 @@ def demo_flow(workdir: Path, datasets_dir: Path, limit: int | None = None, full:
         questions_path=datasets_dir / DEMO_FILE,
         store_path=workdir / "results.duckdb",
         limit=limit if limit is not None or full else DEMO_QUESTIONS,
-        grid=GridConfig(
-            compressions=[c.model_copy(update={"top_ks": None}) for c in DEMO_COMPRESSIONS]
-            if full
-            else DEMO_COMPRESSIONS
-        ),
+        grid=demo_grid(full),
         probe_questions=SweepConfig.model_fields["probe_questions"].default if full else DEMO_PROBES,
     )
     result = sweep_task(config)

@@ -27,12 +27,11 @@ def test_a_compression_can_be_held_to_some_top_ks_and_its_settings_keep_their_ha
 
 
 def test_demo_grid_runs_the_llmlingua_family_at_top_3_unless_full() -> None:
-    from flows.pipeline import DEMO_COMPRESSIONS
+    from flows.pipeline import demo_grid
 
-    quick = {(s.compressor, s.top_k) for s in GridConfig(compressions=DEMO_COMPRESSIONS).expand()}
+    quick = {(s.compressor, s.top_k) for s in demo_grid().expand()}
     assert quick == {("none", 3), ("none", 8), ("pruned", 3), ("pruned", 8), ("llmlingua", 3), ("longllmlingua", 3)}
-    full = [c.model_copy(update={"top_ks": None}) for c in DEMO_COMPRESSIONS]
-    assert len(GridConfig(compressions=full).expand()) == 8
+    assert len(demo_grid(full=True).expand()) == 8
 
 
 def test_config_hash_is_stable_and_sensitive() -> None:
