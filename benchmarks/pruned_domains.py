@@ -73,6 +73,21 @@ def domains(work: Path, emb: Any) -> dict[str, tuple[Path, dict[str, list[Any]]]
     return out
 
 
+def selector_recall(comp: Any, tops: list[tuple[Any, list[Any]]], ratio: float) -> tuple[float, float]:
+    """Mean context token recall of what `comp` leaves of each question's top-k at `ratio`, and the realized
+    ratio (tokens in / tokens out over all questions)."""
+    from eval.metrics import context_token_recall
+    from eval.prompt import context_block
+
+    recalls, ins, outs = [], 0, 0
+    for q, top in tops:
+        r = comp.compress([h.text for h in top], q.question, ratio)
+        context = context_block([top[i].heading for i in r.kept or []], r.texts)
+        recalls.append(context_token_recall(context, q.answers))
+        ins, outs = ins + r.tokens_in, outs + r.tokens_out
+    return statistics.mean(recalls), ins / max(outs, 1)
+
+
 def write_held_out(folder: Path) -> None:
     """Each documentation domain's held-out split as a question file (for a sweep with generation)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -131,13 +146,7 @@ def main() -> None:
             ]
             row: dict[str, tuple[float, float]] = {"none": (statistics.mean(base), 1.0)}
             for name, (comp, ratio) in selectors.items():
-                recalls, ins, outs = [], 0, 0
-                for q, top in tops:
-                    r = comp.compress([h.text for h in top], q.question, ratio)
-                    context = context_block([top[i].heading for i in r.kept or []], r.texts)
-                    recalls.append(context_token_recall(context, q.answers))
-                    ins, outs = ins + r.tokens_in, outs + r.tokens_out
-                row[name] = (statistics.mean(recalls), ins / max(outs, 1))
+                row[name] = selector_recall(comp, tops, ratio)
             results.setdefault(domain, {})[split] = row
             print(
                 f"{domain} {split}: {len(questions)} questions, uncompressed context token recall {row['none'][0]:.3f}"

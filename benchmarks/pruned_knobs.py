@@ -70,13 +70,8 @@ def main() -> None:
                 ),
             }
             for kind, (comp, ratio) in selectors.items():
-                recalls, ins, outs = [], 0, 0
-                for q, top in tops:
-                    r = comp.compress([h.text for h in top], q.question, ratio)
-                    context = context_block([top[i].heading for i in r.kept or []], r.texts)
-                    recalls.append(context_token_recall(context, q.answers))
-                    ins, outs = ins + r.tokens_in, outs + r.tokens_out
-                found[(domain, prior, overlap, kind)] = (100 * (base - statistics.mean(recalls)), ins / max(outs, 1))
+                recall, realized = pruned_domains.selector_recall(comp, tops, ratio)
+                found[(domain, prior, overlap, kind)] = (100 * (base - recall), realized)
         print(f"{domain}: {len(tops)} tune questions", flush=True)
     for kind in ("pruned 4x", "pruned-auto"):
         print(f"\n{kind}: context token recall loss (points) and realized ratio, tune splits")
