@@ -18,7 +18,7 @@ from corpus.errors import CribsheetError
 from corpus.index_batch import Batch, BatchPool, EmbeddedBatch, LocalBatches, RayBatches, document_coverage
 from corpus.models import Document
 from corpus.runtime import release_memory
-from corpus.sentences import add_sentences, can_pool_sentences
+from corpus.sentences import UNIT_TABLE, add_sentences, can_pool_sentences
 from corpus.sources import Skipped
 from corpus.table import (
     REPORT_FILE,
@@ -91,6 +91,7 @@ def sync_index(
         sentence_pooling=(
             ("contextual" if can_pool_sentences(embedder) else "isolated") if opts.sentence_vectors else None
         ),
+        sentence_units="structure" if opts.sentence_vectors else None,
     )
     started = time.perf_counter()
     path = Path(path)
@@ -186,10 +187,11 @@ def _sync(
             yield pending
 
     sentences: Any = None
+    units: Any = None
 
     def embedded() -> Iterator[EmbeddedBatch]:
         """Each embedded batch, its coverage counted and its sentence vectors stored."""
-        nonlocal sentences
+        nonlocal sentences, units
         for done in pool.map(batches()):
             for c in done.coverage:
                 words["parser"] += c.parser_words
@@ -198,6 +200,9 @@ def _sync(
                     low.append(c)
             if done.sentences is not None and done.sentences.num_rows:
                 sentences = add_sentences(db, sentences, done.sentences, full)
+            if done.units is not None and (done.units.num_rows or (full and units is None)):
+                # a full build writes a new version of the unit table even when empty: no old units survive it
+                units = add_sentences(db, units, done.units, full, UNIT_TABLE)
             counts["chunks_written"] += done.data.num_rows
             yield done
             release_memory()
@@ -221,6 +226,8 @@ def _sync(
             from lancedb.index import BTree
 
             sentences.create_index("key", config=BTree(), replace=True)  # lookups stay fast as the table grows
+            if units is not None and units.count_rows():
+                units.create_index("key", config=BTree(), replace=True)
     has_ann = _has_vector_index(table)
     low.sort(key=lambda c: (c.coverage, c.doc_id))
     return IndexReport(

@@ -18,7 +18,7 @@ from corpus.cluster import RayOptions, import_plugins, plugin_modules, ray_clust
 from corpus.embed import EMBEDDERS, Embedder
 from corpus.errors import CribsheetError
 from corpus.models import Chunk, Document
-from corpus.sentences import contextual_sentence_rows, sentence_rows
+from corpus.sentences import chunk_blocks, contextual_sentence_rows, sentence_rows, unit_rows
 from corpus.table import DocCoverage, IndexSpec, indexed_text, table_schema
 
 Batch = list[tuple[Document, str]]
@@ -36,6 +36,8 @@ class EmbeddedBatch:
     coverage: list[DocCoverage]
     sentences: Any = None
     """pyarrow Table (key, vector) of the batch's sentences, when the index stores them."""
+    units: Any = None
+    """pyarrow Table of the units of the batch's chunks that come from an outline (with the sentences)."""
 
 
 class BatchPool(Protocol):
@@ -79,13 +81,18 @@ def embed_batch(
         coverage.append(document_coverage(doc, [(c.char_start, c.char_end) for c in mine]))
         chunks.extend((c, doc, digest) for c in mine)
     texts = [indexed_text(c) for c, _, _ in chunks]
-    rows = None
+    rows = units = None
+    bare = [c.text for c, _, _ in chunks]
+    # Where a chunk's document has an outline, its units follow it: code blocks whole, table rows, kinds.
+    blocks = [chunk_blocks(d.outline, c.char_start, c.char_end) for c, d, _ in chunks] if sentences else []
     if sentences == "contextual":  # one forward pass for the chunks and their sentences
-        vectors, rows = contextual_sentence_rows(texts, [c.text for c, _, _ in chunks], embedder)
+        vectors, rows = contextual_sentence_rows(texts, bare, embedder, blocks)
     else:
         vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
         if sentences == "isolated":
-            rows = sentence_rows([c.text for c, _, _ in chunks], embedder)
+            rows = sentence_rows(bare, embedder, blocks)
+    if sentences:
+        units = unit_rows(bare, blocks)
     vectors = vectors.reshape(len(chunks), embedder.dim)
     data = pa.Table.from_arrays(
         [
@@ -104,7 +111,7 @@ def embed_batch(
         ],
         schema=schema,
     )
-    return EmbeddedBatch(batch, data, coverage, rows)
+    return EmbeddedBatch(batch, data, coverage, rows, units)
 
 
 class LocalBatches:

@@ -12,6 +12,7 @@ a sentence the table lacks is simply embedded at query time (and counted in the 
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +24,75 @@ from corpus.embed import Embedder
 from corpus.text import sentence_spans
 
 SENTENCE_TABLE = "sentences"
+UNIT_TABLE = "units"
+"""Per chunk text (content-addressed like the sentences): its selection units and their kinds, where the
+chunk's document has an outline (a parsed file). A chunk the table lacks is split into plain sentences."""
+
+Unit = tuple[int, int, bool, str]
+"""A selection unit of a chunk text: (start, end, ends its block or paragraph, kind). Kinds: the extractor's
+block kinds (text, heading, list, quote, term, signature), `code` (a code block, whole) and `row` (one table
+row)."""
+
+
+def chunk_blocks(outline: Sequence[tuple[int, int, str]], start: int, end: int) -> list[tuple[int, int, str]]:
+    """The blocks of a document's outline that overlap the chunk `[start, end)`, clipped to it, as offsets into
+    the chunk's text.
+    """
+    return [(max(s, start) - start, min(e, end) - start, kind) for s, e, kind in outline if s < end and e > start]
+
+
+def unit_spans(text: str, blocks: Sequence[tuple[int, int, str]] = ()) -> list[Unit]:
+    """The selection units of a chunk `text`: a code block whole, a table row by row, and the sentences of
+    every other block, each with its block's kind; without `blocks` (a document with no outline), its
+    sentences, of kind `text`. The pruning compressors keep or drop a unit whole.
+    """
+
+    def sentences(a: int, b: int, kind: str) -> list[Unit]:
+        return [(a + s, a + e, last, kind) for s, e, last in sentence_spans(text[a:b])]
+
+    if not blocks:
+        return sentences(0, len(text), "text")
+    out: list[Unit] = []
+    at = 0
+    for s, e, kind in sorted(blocks):
+        s = max(s, at)
+        if s >= e:
+            continue
+        out += sentences(at, s, "text")  # between blocks: blank lines (or text no block claims)
+        body = text[s:e]
+        if kind == "code" and body.strip():
+            lead = len(body) - len(body.lstrip())
+            out.append((s + lead, s + len(body.rstrip()), True, "code"))
+        elif kind == "table":
+            rows = [(m.start() + s, m.end() + s) for m in re.finditer(r"\S(?:[^\n]*\S)?", body)]
+            out += [(a, b, i == len(rows) - 1, "row") for i, (a, b) in enumerate(rows)]
+        else:
+            out += sentences(s, e, kind)
+        at = e
+    return out + sentences(at, len(text), "text")
+
+
+def unit_rows(texts: Sequence[str], blocks: Sequence[Sequence[tuple[int, int, str]]]) -> Any:
+    """An Arrow table (key, starts, ends, ends_block, kinds) of the units of the chunk `texts` that have an
+    outline (`blocks[i]` empty: plain sentences, nothing stored).
+    """
+    import pyarrow as pa
+
+    found: dict[str, list[Unit]] = {}
+    for text, mine in zip(texts, blocks, strict=True):
+        if mine:
+            found.setdefault(sentence_key(text), unit_spans(text, mine))
+    keys = list(found)
+    return pa.Table.from_arrays(
+        [
+            pa.array(keys, pa.string()),
+            pa.array([[u[0] for u in found[k]] for k in keys], pa.list_(pa.int32())),
+            pa.array([[u[1] for u in found[k]] for k in keys], pa.list_(pa.int32())),
+            pa.array([[u[2] for u in found[k]] for k in keys], pa.list_(pa.bool_())),
+            pa.array([[u[3] for u in found[k]] for k in keys], pa.list_(pa.string())),
+        ],
+        names=["key", "starts", "ends", "ends_block", "kinds"],
+    )
 
 
 def sentence_key(text: str) -> str:
@@ -30,19 +100,22 @@ def sentence_key(text: str) -> str:
     return hashlib.sha256(text.strip().encode()).hexdigest()[:24]
 
 
-def chunk_sentences(texts: Sequence[str]) -> list[str]:
-    """Every distinct sentence of `texts` (as the pruning compressor splits them)."""
-    found = [t[s:e] for t in texts for s, e, _ in sentence_spans(t)]
+def chunk_sentences(texts: Sequence[str], blocks: Sequence[Sequence[tuple[int, int, str]]] | None = None) -> list[str]:
+    """Every distinct unit of `texts` (as the pruning compressors split them: `unit_spans`)."""
+    outlines = blocks if blocks is not None else [()] * len(texts)
+    found = [t[u[0] : u[1]] for t, b in zip(texts, outlines, strict=True) for u in unit_spans(t, b)]
     return list(dict.fromkeys(s for s in found if s.strip()))
 
 
-def sentence_rows(texts: Sequence[str], embedder: Embedder) -> Any:
-    """An Arrow table (key, vector, seconds) of the sentences of `texts`, embedded in one call; `seconds` is
-    each sentence's share of that call: what its vector cost at index time (the `pruned` compressor's bill).
+def sentence_rows(
+    texts: Sequence[str], embedder: Embedder, blocks: Sequence[Sequence[tuple[int, int, str]]] | None = None
+) -> Any:
+    """An Arrow table (key, vector, seconds) of the units of `texts`, embedded in one call; `seconds` is
+    each unit's share of that call: what its vector cost at index time (the `pruned` compressor's bill).
     """
     import pyarrow as pa
 
-    sentences = chunk_sentences(texts)
+    sentences = chunk_sentences(texts, blocks)
     start = time.perf_counter()
     vectors = np.asarray(embedder.embed_documents(sentences), dtype=np.float32).reshape(len(sentences), embedder.dim)
     share = (time.perf_counter() - start) / max(1, len(sentences))
@@ -56,23 +129,31 @@ def sentence_rows(texts: Sequence[str], embedder: Embedder) -> Any:
     )
 
 
-def contextual_sentence_rows(indexed: Sequence[str], texts: Sequence[str], embedder: Any) -> tuple[np.ndarray, Any]:
+def contextual_sentence_rows(
+    indexed: Sequence[str],
+    texts: Sequence[str],
+    embedder: Any,
+    blocks: Sequence[Sequence[tuple[int, int, str]]] | None = None,
+) -> tuple[np.ndarray, Any]:
     """Chunk vectors, and the sentence rows (key, vector, seconds) of the chunks, from one forward pass.
 
     `indexed[i]` is what chunk i is embedded as (its heading, a newline, its text `texts[i]`). Each sentence's
     vector is the mean of its tokens' vectors in that pass (late chunking): it carries its chunk's context,
     and costs only the pooling beyond the chunk vector that retrieval needs anyway, so `seconds` is each
     sentence's share of the pooling time. A sentence past the model's truncation is embedded by itself and
-    billed its share of that call. A sentence found in two chunks keeps its first chunk's vector.
+    billed its share of that call. A sentence found in two chunks keeps its first chunk's vector. The units are
+    `unit_spans(texts[i], blocks[i])`: sentences, whole code blocks and table rows.
     """
     import pyarrow as pa
 
     spans: list[list[tuple[int, int]]] = []
-    for full, text in zip(indexed, texts, strict=True):
+    outlines = blocks if blocks is not None else [()] * len(texts)
+    for full, text, outline in zip(indexed, texts, outlines, strict=True):
         if not full.endswith(text):
             raise ValueError("an indexed text must end with its chunk's text")
         shift = len(full) - len(text)
-        spans.append([(s + shift, e + shift) for s, e, _ in sentence_spans(text) if text[s:e].strip()])
+        units = unit_spans(text, outline)
+        spans.append([(u[0] + shift, u[1] + shift) for u in units if text[u[0] : u[1]].strip()])
     vectors, pooled, pooling = embedder.embed_documents_with_spans(list(indexed), spans)
     found: dict[str, np.ndarray | None] = {}
     for full, mine, got in zip(indexed, spans, pooled, strict=True):
@@ -114,20 +195,49 @@ def open_sentences(db: Any) -> Any:
         return None
 
 
+def open_units(db: Any) -> Any:
+    """The unit table of a LanceDB connection, or None when the index has none (built before units were
+    stored, or from documents with no outline).
+    """
+    try:
+        return db.open_table(UNIT_TABLE)
+    except (ValueError, FileNotFoundError):
+        return None
+
+
 class SentenceVectors:
-    """Lookup of stored sentence vectors by text, in one filtered read per call."""
+    """Lookup of stored sentence vectors by text, and of a chunk's units, in one filtered read per call."""
 
     def __init__(self, index_path: Path) -> None:
         import lancedb
 
-        self.table = open_sentences(lancedb.connect(str(index_path)))
-        if self.table is not None:  # pinned: a rebuild during the sweep writes a version this reader never sees
-            self.table.checkout(self.table.version)
+        db = lancedb.connect(str(index_path))
+        self.table = open_sentences(db)
+        units = open_units(db) if self.table is not None else None
+        self.units_table = units if units is not None and units.count_rows() else None
+        for table in (self.table, self.units_table):
+            if table is not None:  # pinned: a rebuild during the sweep writes a version this reader never sees
+                table.checkout(table.version)
 
     @property
     def available(self) -> bool:
         """Whether the index was built with sentence vectors."""
         return self.table is not None
+
+    def units(self, passages: Sequence[str]) -> list[list[Unit]]:
+        """The selection units of each passage (a chunk text): as stored at index time (code blocks whole, table
+        rows, block kinds), or its plain sentences where the index stored none.
+        """
+        stored: dict[str, list[Unit]] = {}
+        if self.units_table is not None and passages:
+            keys = {sentence_key(p) for p in passages}
+            where = "key IN (" + ", ".join(f"'{k}'" for k in keys) + ")"
+            rows = self.units_table.search().where(where).limit(max(1, self.units_table.count_rows())).to_arrow()
+            for key, starts, ends, last, kinds in zip(
+                *(rows.column(c).to_pylist() for c in ("key", "starts", "ends", "ends_block", "kinds")), strict=True
+            ):
+                stored[key] = list(zip(starts, ends, last, kinds, strict=True))
+        return [stored.get(sentence_key(p)) or unit_spans(p) for p in passages]
 
     def lookup(self, sentences: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors of `sentences` by text (absent ones are left out)."""
@@ -157,17 +267,17 @@ class SentenceVectors:
         return found, costs
 
 
-def add_sentences(db: Any, sentences: Any, rows: Any, full: bool) -> Any:
-    """A batch's sentence vector rows into the content-addressed `sentences` table (created on first use); the
-    table. The first batch of a full build writes a new version of the table: readers pinned to an earlier
-    one keep its vectors.
+def add_sentences(db: Any, sentences: Any, rows: Any, full: bool, name: str = SENTENCE_TABLE) -> Any:
+    """A batch's rows into the content-addressed table `name` (`sentences`: vectors; `units`: a chunk's
+    units), created on first use; the table. The first batch of a full build writes a new version of the
+    table: readers pinned to an earlier one keep theirs.
     """
     first = sentences is None
     if sentences is None:
-        sentences = open_sentences(db)
+        sentences = open_sentences(db) if name == SENTENCE_TABLE else open_units(db)
     if sentences is None or (full and first):  # a full build: a new version (the embedder may have changed)
-        return db.create_table(SENTENCE_TABLE, data=rows, mode="overwrite")
-    if "seconds" not in sentences.schema.names:  # a table from before the index-time bill was stored
+        return db.create_table(name, data=rows, mode="overwrite")
+    if name == SENTENCE_TABLE and "seconds" not in sentences.schema.names:  # from before the bill was stored
         rows = rows.drop_columns(["seconds"])
     if full:  # a fresh table: duplicates across batches are few and harmless (content-addressed)
         sentences.add(rows)

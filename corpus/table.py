@@ -41,6 +41,10 @@ class IndexSpec(BaseModel):
     sentence_pooling: Literal["contextual", "isolated"] | None = None
     """How the sentence vectors are made: pooled from their chunk's forward pass (contextual, late chunking)
     or each sentence embedded by itself (isolated, for embedders that cannot pool spans); None without them."""
+    sentence_units: Literal["structure"] | None = None
+    """What the sentence vectors are of: `structure`, the units of each chunk (a code block whole, a table
+    row, the sentences of every other block, from its document's outline; the `units` table); None without
+    sentence vectors. An index from before units were stored is rebuilt."""
 
 
 class IndexOptions(BaseModel):

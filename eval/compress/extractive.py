@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.embed import Embedder, VectorCache
 from corpus.errors import CribsheetError
-from corpus.sentences import SentenceVectors
-from corpus.text import LIST_ITEM, PRONOUN_START, content_words, sentence_spans
+from corpus.sentences import SentenceVectors, Unit, unit_spans
+from corpus.text import LIST_ITEM, PRONOUN_START, content_words
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,8 +80,12 @@ class ExtractiveCompressor:
 
         start = time.perf_counter()
         self.calls += 1
-        spans = [(pi, p[s:e], last) for pi, p in enumerate(passages) for s, e, last in sentence_spans(p)]
-        sentences = [(pi, text) for pi, text, _ in spans]
+        spans = [
+            (pi, p[u[0] : u[1]], u[2], u[3])
+            for pi, (p, units) in enumerate(zip(passages, self.split(passages), strict=True))
+            for u in units
+        ]
+        sentences = [(pi, text) for pi, text, _, _ in spans]
         tokens_in = sum(self.count(p) for p in passages)
         if not sentences:
             return CompressionResult(texts=[], tokens_in=tokens_in, tokens_out=0, seconds=0.0, calls=1, kept=[])
@@ -101,9 +105,9 @@ class ExtractiveCompressor:
         texts: list[str] = []
         kept: list[int] = []
         for pi in range(len(passages)):
-            picked = [s for i, (p, s) in enumerate(sentences) if p == pi and i in chosen]
+            picked = [i for i, (p, _) in enumerate(sentences) if p == pi and i in chosen]
             if picked:
-                texts.append(" ".join(picked))
+                texts.append(join_units([(spans[i][1], spans[i][3]) for i in picked]))
                 kept.append(pi)
         seconds = time.perf_counter() - start
         return CompressionResult(
@@ -138,8 +142,14 @@ class ExtractiveCompressor:
                 break
         return chosen
 
-    def units(self, spans: list[tuple[int, str, bool]]) -> dict[int, list[int]]:
-        """Sentences a kept sentence brings along (none: every sentence stands alone)."""
+    def split(self, passages: Sequence[str]) -> list[list[Unit]]:
+        """The selection units of each passage: its sentences (this compressor has no index to read an
+        outline from).
+        """
+        return [unit_spans(p) for p in passages]
+
+    def units(self, spans: list[tuple[int, str, bool, str]]) -> dict[int, list[int]]:
+        """Units a kept unit brings along (none: every unit stands alone)."""
         return {}
 
     def vectors_and_cost(self, passages: Sequence[str], sentences: list[tuple[int, str]]) -> tuple[np.ndarray, float]:
@@ -235,6 +245,12 @@ class PrunedCompressor(ExtractiveCompressor):
     def flush(self) -> None:
         """Nothing to persist: the vectors and their bill are the index's."""
 
+    def split(self, passages: Sequence[str]) -> list[list[Unit]]:
+        """Each passage's units as the index stored them (code blocks whole, table rows, block kinds), or its
+        sentences where it stored none (the same split its sentence vectors were made from).
+        """
+        return self.stored.units(passages)
+
     def query_vector(self, question: str, vectors: np.ndarray) -> np.ndarray:
         """The question's vector, or (agnostic twin) the normalised centroid of the context's sentences."""
         import numpy as np
@@ -257,8 +273,13 @@ class AutoPrunedConfig(ExtractiveConfig):
     """A kept sentence that opens with a pronoun ("It", "This", "They") brings the sentence before it in its
     passage, so the pronoun keeps its referent."""
     keep_structure: bool = True
-    """A kept list item brings the lead-in that announces its list (the sentence ending in ":" before it), and
-    a kept sentence under a question-like heading ("How do I ...?") brings the heading's first answer sentence."""
+    """A kept list item or code block brings the lead-in that announces it (the sentence ending in ":" before
+    it), a kept table row brings its table's first row (the header), and a kept sentence under a question-like
+    heading ("How do I ...?") brings the heading's first answer sentence."""
+    keep_section_lead: bool = True
+    """A kept unit under any heading of its passage (from the document's outline: a heading, an API
+    signature, a defined term) brings the heading's first sentence, which says what the section is about
+    (on: chosen on the three domains' tune splits with the share and temperature, December 2)."""
 
 
 class AutoPrunedCompressor(PrunedCompressor):
@@ -278,10 +299,11 @@ class AutoPrunedCompressor(PrunedCompressor):
         self.temperature = config.temperature
         self.keep_antecedents = config.keep_antecedents
         self.keep_structure = config.keep_structure
+        self.keep_section_lead = config.keep_section_lead
 
-    def units(self, spans: list[tuple[int, str, bool]]) -> dict[int, list[int]]:
-        """List items -> their lead-in; sentences under a question heading -> its first answer sentence."""
-        return structure_units(spans) if self.keep_structure else {}
+    def units(self, spans: list[tuple[int, str, bool, str]]) -> dict[int, list[int]]:
+        """List items and code -> their lead-in; rows -> their header; under a heading -> its first sentence."""
+        return structure_units(spans, self.keep_section_lead) if self.keep_structure else {}
 
     def select(
         self, sims: np.ndarray, sizes: list[int], tokens_in: int, ratio: float, sentences: list[tuple[int, str]]
@@ -307,16 +329,22 @@ class AutoPrunedCompressor(PrunedCompressor):
         return chosen
 
 
-def structure_units(spans: list[tuple[int, str, bool]]) -> dict[int, list[int]]:
-    """Which sentences each sentence brings along when it is kept, from the paragraphs of its passage.
+HEADINGS = frozenset({"heading", "signature", "term"})
+"""Unit kinds that title what follows them (from a document's outline)."""
 
-    `spans` holds (passage, sentence, ends its paragraph) in passage order. A sentence of a list item brings
-    the lead-in of its list (the last sentence of the nearest paragraph before the list that ends in ":");
-    a sentence after a question-like heading (a one-sentence paragraph of at most 15 words ending in "?")
-    brings the first sentence after that heading, which answers it.
+
+def structure_units(spans: list[tuple[int, str, bool, str]], section_lead: bool = False) -> dict[int, list[int]]:
+    """Which units each unit brings along when it is kept, from the blocks (paragraphs) of its passage.
+
+    `spans` holds (passage, text, ends its block, kind) in passage order. A list item (kind `list`, or a
+    paragraph opening like one) or a code block brings the lead-in before it (the last sentence of the nearest
+    paragraph before it that ends in ":"); a table row brings its table's first row; a unit after a
+    question-like heading (a one-sentence paragraph of at most 15 words ending in "?") brings the first
+    sentence after that heading, which answers it; with `section_lead`, a unit after any heading of the
+    outline (kind heading, signature or term) brings the heading's first sentence too.
     """
     paragraphs: list[list[int]] = []
-    for i, (pi, _, _) in enumerate(spans):
+    for i, (pi, _, _, _) in enumerate(spans):
         if not paragraphs or spans[paragraphs[-1][-1]][2] or spans[paragraphs[-1][-1]][0] != pi:
             paragraphs.append([])
         paragraphs[-1].append(i)
@@ -324,25 +352,41 @@ def structure_units(spans: list[tuple[int, str, bool]]) -> dict[int, list[int]]:
     lead_in: int | None = None
     answer: int | None = None
     for k, para in enumerate(paragraphs):
-        first, passage = spans[para[0]][1], spans[para[0]][0]
+        (passage, first, _, kind) = spans[para[0]]
         if k and spans[paragraphs[k - 1][0]][0] != passage:
             lead_in = answer = None  # a new passage: nothing before it is its structure
-        if LIST_ITEM.match(first):
+        if kind in ("list", "code") or (kind == "text" and LIST_ITEM.match(first)):
             for i in para:
                 if lead_in is not None:
                     links.setdefault(i, []).append(lead_in)
+        elif kind == "row":
+            for i in para[1:]:
+                links.setdefault(i, []).append(para[0])
         else:
             last = spans[para[-1]][1].rstrip()
             lead_in = para[-1] if last.endswith(":") else None
-        heading = len(para) == 1 and first.rstrip().endswith("?") and len(first.split()) <= 15
-        if heading:
-            answer = para[-1] + 1 if para[-1] + 1 < len(spans) and spans[para[-1] + 1][0] == passage else None
+        question = len(para) == 1 and first.rstrip().endswith("?") and len(first.split()) <= 15
+        if question or (section_lead and kind in HEADINGS):
+            following = para[-1] + 1
+            answer = following if following < len(spans) and spans[following][0] == passage else None
             continue
         if answer is not None:
             for i in para:
                 if i != answer:
                     links.setdefault(i, []).append(answer)
     return links
+
+
+def join_units(picked: list[tuple[str, str]]) -> str:
+    """The kept units of one passage as text: (text, kind) pairs in passage order; a code block or table row
+    stands on its own lines, sentences are joined by a space.
+    """
+    out = ""
+    for n, (text, kind) in enumerate(picked):
+        if n:
+            out += "\n" if kind in ("code", "row") or picked[n - 1][1] in ("code", "row") else " "
+        out += text
+    return out
 
 
 NEEDS_SENTENCE_VECTORS = frozenset({"pruned", "pruned-agnostic", "pruned-auto"})

@@ -99,6 +99,11 @@ class _NoStore:
     def lookup_with_cost(self, sentences: list[str]) -> tuple[dict, dict]:
         return {}, {}
 
+    def units(self, passages: list[str]) -> list:
+        from corpus.sentences import unit_spans
+
+        return [unit_spans(p) for p in passages]
+
 
 class SlowEmbedder(HashEmbedder):
     """Each batch costs 20 ms and each document vector 5 ms more, so what a compressor is billed for its vectors
@@ -217,10 +222,11 @@ def test_pruned_auto_keeps_a_list_items_lead_in_and_a_question_headings_answer()
         "How do I build an addon?\n\n"
         "Run node-gyp configure in the addon folder. Then run node-gyp build."
     )
-    spans = [(0, "Another passage first.", True)] + [(1, passage[a:b], last) for a, b, last in sentence_spans(passage)]
+    first = [(0, "Another passage first.", True, "text")]
+    spans = first + [(1, passage[a:b], last, "text") for a, b, last in sentence_spans(passage)]
     assert structure_units(spans) == {2: [1], 3: [1], 4: [1], 7: [6]}
     # A list after a passage boundary has no lead-in: structure never crosses passages.
-    assert structure_units([(0, "Options:", True), (1, "- verbose: print more.", True)]) == {}
+    assert structure_units([(0, "Options:", True, "text"), (1, "- verbose: print more.", True, "list")]) == {}
 
     from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig
 
@@ -234,3 +240,21 @@ def test_pruned_auto_keeps_a_list_items_lead_in_and_a_question_headings_answer()
     assert "libuv: The C library" in with_units.texts[0] and "libuv: The C library" in alone.texts[0]
     assert "several components and APIs:" in with_units.texts[0]  # the list item kept its lead-in ...
     assert "several components and APIs:" not in alone.texts[0]  # ... which the selection alone dropped
+
+
+def test_structure_units_from_an_outline_code_lead_ins_table_headers_and_section_leads() -> None:
+    from eval.compress.extractive import structure_units
+
+    spans = [
+        (0, "fs.readFile(path, callback)", True, "heading"),
+        (0, "Reads the entire contents of a file.", False, "text"),
+        (0, "The callback gets two arguments.", True, "text"),
+        (0, "For example:", True, "text"),
+        (0, "fs.readFile('/etc/passwd', cb);", True, "code"),
+        (0, "option | default", False, "row"),
+        (0, "encoding | null", True, "row"),
+    ]
+    links = structure_units(spans)
+    assert links == {4: [3], 6: [5]}  # code -> its lead-in; a row -> its table's header
+    # With section leads, everything under the heading brings the heading's first sentence.
+    assert structure_units(spans, section_lead=True) == {2: [1], 3: [1], 4: [3, 1], 5: [1], 6: [5, 1]}
