@@ -7,6 +7,11 @@ pass (late chunking): it carries the chunk's context and costs only the pooling 
 The `sentences` table of the index folder is content-addressed (key = sha256 of the sentence text): a
 sentence shared by two chunks is one vector, a deleted document's sentences are harmless leftovers, and
 a sentence the table lacks is simply embedded at query time (and counted in the compressor's cost).
+
+What is pruned is a *unit*: where a chunk's document has an outline (a parsed Markdown, rst or HTML file),
+a code block whole, a table row, or a sentence of any other block, with its block's kind (`unit_spans`);
+the `units` table holds each such chunk's units by the sha256 of its text (index spec
+`sentence_units: structure`). A chunk it lacks is cut into plain sentences.
 """
 
 from __future__ import annotations
