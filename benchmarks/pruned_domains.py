@@ -11,10 +11,10 @@ Domains (top-8 contexts, dense reranking, the bundled MiniLM, indexes with sente
 
 For each selector: context token recall (share of the reference's content words in the final context,
 the gate's context metric) and realized ratio, against the uncompressed top-8. Selectors: today's fixed
-`pruned` at 4x and 8x, and `pruned-auto` (ratio 8 as a ceiling) over a grid of relevance share,
-temperature and section leads (h: a unit under any heading of the outline brings the heading's first
-sentence), with pronoun antecedents (a) and structure units (u: a list item's or code block's lead-in, a
-table row's header, a question heading's answer) on. The choice: the auto setting with the largest mean realized ratio whose
+`pruned` at 4x and 8x, and `pruned-auto` (ratio 8 as a ceiling) over a grid of relevance share
+and passages kept whole (w: the reranker's first w passages are not pruned), at temperature 0.1 with pronoun
+antecedents, structure units (a list item's or code block's lead-in, a table row's header, a question
+heading's answer) and section leads (a heading's first sentence) on. The choice: the auto setting with the largest mean realized ratio whose
 context token recall is within 5 points of uncompressed on every tune split (else the smallest worst loss).
 Prints the tune grid, then the held-out figures of the chosen setting beside the fixed 4x and 8x, and one
 JSON line.
@@ -38,9 +38,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 DATA = Path(__file__).parent / "data"
 SHARES = [0.85, 0.9, 0.95]
-TEMPERATURES = [0.07, 0.1]
-"""The grid of the second change (December 2): the first (shares 0.7-0.95, temperatures 0.03-0.1, antecedents
-and units on/off; docs/pruning.md) never chose below 0.9 or 0.1, nor antecedents or units off."""
+WHOLE = [0, 1, 2]
+"""The grid of the third change (December 2): relevance share by passages kept whole, temperature 0.1 and
+section leads, antecedents and structure units on. The first two grids (shares 0.7-0.95, temperatures
+0.03-0.1, antecedents, units and section leads on/off; docs/pruning.md) never chose below 0.95 or 0.1, nor
+antecedents, units or section leads off."""
 MAX_LOSS = 0.05
 
 
@@ -133,9 +135,9 @@ def main() -> None:
             "pruned-4x": (PrunedCompressor(count, emb, stored), 4.0),
             "pruned-8x": (PrunedCompressor(count, emb, stored), 8.0),
         }
-        for share, temp, lead in itertools.product(SHARES, TEMPERATURES, (True, False)):
-            config = AutoPrunedConfig(relevance_share=share, temperature=temp, keep_section_lead=lead)
-            selectors[f"auto s{share} t{temp} a u{' h' if lead else ''}"] = (
+        for share, whole in itertools.product(SHARES, WHOLE):
+            config = AutoPrunedConfig(relevance_share=share, whole_passages=whole)
+            selectors[f"auto s{share} w{whole}"] = (
                 AutoPrunedCompressor(count, emb, stored, config),
                 8.0,
             )

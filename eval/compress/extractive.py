@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -64,6 +65,8 @@ class ExtractiveCompressor:
         self.calls = 0
         self.rank_prior = config.rank_prior
         self.word_overlap = config.word_overlap
+        self.whole_passages = 0
+        """The reranker's first this-many passages are kept whole (`pruned-auto`'s knob; none here)."""
         self.max_cached = config.max_cached
         self._sentence_vectors = VectorCache(embedder, config.max_cached)
         self._passages: dict[str, np.ndarray] = {}
@@ -99,7 +102,8 @@ class ExtractiveCompressor:
         if asked:
             shares = [len(asked & set(content_words(s))) / len(asked) for _, s in sentences]
             sims = sims + self.word_overlap * np.array(shares, dtype=sims.dtype)
-        chosen = self.select(sims, sizes, tokens_in, ratio, sentences)
+        whole = {i for i, (pi, _) in enumerate(sentences) if pi < self.whole_passages}
+        chosen = self.select(sims, sizes, tokens_in, ratio, sentences, whole)
         units = self.units(spans)
         chosen |= {j for i in chosen for j in units.get(i, ())}
         texts: list[str] = []
@@ -123,17 +127,27 @@ class ExtractiveCompressor:
         )
 
     def select(
-        self, sims: np.ndarray, sizes: list[int], tokens_in: int, ratio: float, sentences: list[tuple[int, str]]
+        self,
+        sims: np.ndarray,
+        sizes: list[int],
+        tokens_in: int,
+        ratio: float,
+        sentences: list[tuple[int, str]],
+        whole: AbstractSet[int] = frozenset(),
     ) -> set[int]:
-        """The best-scored sentences until `tokens_in / ratio` tokens are kept (a sentence that would pass
-        the budget is skipped for a shorter one further down).
+        """`whole` and then the best-scored sentences until `tokens_in / ratio` tokens are kept (a sentence
+        that would pass the budget is skipped for a shorter one further down).
         """
         import numpy as np
 
         budget = max(1, round(tokens_in / ratio))
-        chosen: set[int] = set()
-        used = 0
+        chosen: set[int] = set(whole)
+        used = sum(sizes[i] for i in whole)
+        if used >= budget:
+            return chosen
         for i in np.argsort(-sims, kind="stable"):
+            if i in chosen:
+                continue
             if chosen and used + sizes[i] > budget:
                 continue  # try shorter sentences further down; stop only when the budget is exhausted
             chosen.add(int(i))
@@ -276,6 +290,9 @@ class AutoPrunedConfig(ExtractiveConfig):
     """A kept list item or code block brings the lead-in that announces it (the sentence ending in ":" before
     it), a kept table row brings its table's first row (the header), and a kept sentence under a question-like
     heading ("How do I ...?") brings the heading's first answer sentence."""
+    whole_passages: int = Field(default=2, ge=0, le=100)
+    """The reranker's first this-many passages are kept whole and their relevance mass counts as held; the
+    other passages are pruned (2: chosen on the three domains' tune splits, December 2; 0: prune every one)."""
     keep_section_lead: bool = True
     """A kept unit under any heading of its passage (from the document's outline: a heading, an API
     signature, a defined term) brings the heading's first sentence, which says what the section is about
@@ -300,23 +317,36 @@ class AutoPrunedCompressor(PrunedCompressor):
         self.keep_antecedents = config.keep_antecedents
         self.keep_structure = config.keep_structure
         self.keep_section_lead = config.keep_section_lead
+        self.whole_passages = config.whole_passages
 
     def units(self, spans: list[tuple[int, str, bool, str]]) -> dict[int, list[int]]:
         """List items and code -> their lead-in; rows -> their header; under a heading -> its first sentence."""
         return structure_units(spans, self.keep_section_lead) if self.keep_structure else {}
 
     def select(
-        self, sims: np.ndarray, sizes: list[int], tokens_in: int, ratio: float, sentences: list[tuple[int, str]]
+        self,
+        sims: np.ndarray,
+        sizes: list[int],
+        tokens_in: int,
+        ratio: float,
+        sentences: list[tuple[int, str]],
+        whole: AbstractSet[int] = frozenset(),
     ) -> set[int]:
-        """Best-scored first until the relevance share and the ceiling's floor of tokens are both met."""
+        """`whole`, then best-scored first until the relevance share and the ceiling's floor of tokens are
+        both met.
+        """
         import numpy as np
 
         floor = max(1, round(tokens_in / ratio))
         mass = np.exp((sims - sims.max()) / self.temperature)
         wanted = self.share * float(mass.sum())
-        chosen: set[int] = set()
-        held, used = 0.0, 0
+        chosen: set[int] = set(whole)
+        held, used = float(sum(mass[i] for i in whole)), sum(sizes[i] for i in whole)
         for i in np.argsort(-sims, kind="stable"):
+            if held >= wanted and used >= floor:
+                break
+            if i in chosen:
+                continue
             chosen.add(int(i))
             held += float(mass[i])
             used += sizes[i]

@@ -231,7 +231,7 @@ def test_pruned_auto_keeps_a_list_items_lead_in_and_a_question_headings_answer()
     from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig
 
     def auto(structure: bool) -> AutoPrunedCompressor:
-        config = AutoPrunedConfig(relevance_share=0.5, temperature=0.05, keep_structure=structure)
+        config = AutoPrunedConfig(relevance_share=0.5, temperature=0.05, keep_structure=structure, whole_passages=0)
         return AutoPrunedCompressor(count_words, HashEmbedder(), _NoStore(), config)  # type: ignore[arg-type]
 
     question = "What is the C library that implements the event loop in libuv?"
@@ -258,3 +258,22 @@ def test_structure_units_from_an_outline_code_lead_ins_table_headers_and_section
     assert links == {4: [3], 6: [5]}  # code -> its lead-in; a row -> its table's header
     # With section leads, everything under the heading brings the heading's first sentence.
     assert structure_units(spans, section_lead=True) == {2: [1], 3: [1], 4: [3, 1], 5: [1], 6: [5, 1]}
+
+
+def test_whole_passages_keeps_the_rerankers_first_passages_unpruned() -> None:
+    from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig
+
+    first = "Django is a web framework. It was released in 2005. Its admin is generated from models."
+    others = [f"Passage {n} talks about routing. Views return responses. Templates render pages." for n in range(3)]
+    passages = [first, *others]
+    question = "How do views and templates render pages?"
+
+    def kept(whole: int, ratio: float, share: float = 0.95) -> list[str]:
+        config = AutoPrunedConfig(whole_passages=whole, relevance_share=share)
+        auto = AutoPrunedCompressor(count_words, HashEmbedder(), _NoStore(), config)  # type: ignore[arg-type]
+        return auto.compress(passages, question, ratio).texts
+
+    assert first not in kept(0, 8.0, share=0.3)
+    assert kept(1, 8.0, share=0.3)[0] == first
+    assert len(kept(1, 8.0)) > 1  # the rest of the relevance mass still comes from the others' best units
+    assert AutoPrunedConfig().whole_passages == 2
