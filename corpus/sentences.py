@@ -211,7 +211,7 @@ def open_units(db: Any) -> Any:
 
 
 class SentenceVectors:
-    """Lookup of stored sentence vectors by text, and of a chunk's units, in one filtered read per call."""
+    """Lookup of stored sentence vectors by text, and of chunks' units by text, each in one filtered read."""
 
     def __init__(self, index_path: Path) -> None:
         import lancedb
