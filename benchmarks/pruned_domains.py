@@ -14,8 +14,9 @@ the gate's context metric) and realized ratio, against the uncompressed top-8. S
 `pruned` at 4x and 8x, and `pruned-auto` (ratio 8 as a ceiling) over a grid of relevance share
 and passages kept whole (w: the reranker's first w passages are not pruned), at temperature 0.1 with pronoun
 antecedents, structure units (a list item's or code block's lead-in, a table row's header, a question
-heading's answer) and section leads (a heading's first sentence) on. The choice: the auto setting with the largest mean realized ratio whose
-context token recall is within 5 points of uncompressed on every tune split (else the smallest worst loss).
+heading's answer) and section leads (a heading's first sentence) on. The choice: the auto setting with the
+largest mean realized ratio whose context token recall is within 5 points of uncompressed on every tune split
+(else the smallest worst loss).
 Prints the tune grid, then the held-out figures of the chosen setting beside the fixed 4x and 8x, and one
 JSON line.
 
