@@ -180,7 +180,10 @@ def test_the_index_stores_each_chunks_units_and_the_pruned_selector_keeps_them_w
 
     # A kept table row brings its header; a kept code block brings its lead-in.
     auto = AutoPrunedCompressor(
-        count_words, SpanHashEmbedder(), stored, AutoPrunedConfig(relevance_share=0.01, temperature=0.05)
+        count_words,
+        SpanHashEmbedder(),
+        stored,
+        AutoPrunedConfig(relevance_share=0.01, temperature=0.05, whole_passages=0),
     )
     out = auto.compress([passage], "encoding null", 20.0).texts[0]
     assert "encoding | null" in out and "option | default" in out
