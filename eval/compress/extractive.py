@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -65,8 +64,6 @@ class ExtractiveCompressor:
         self.calls = 0
         self.rank_prior = config.rank_prior
         self.word_overlap = config.word_overlap
-        self.whole_passages = 0
-        """The reranker's first this-many passages are kept whole (`pruned-auto`'s knob; none here)."""
         self.max_cached = config.max_cached
         self._sentence_vectors = VectorCache(embedder, config.max_cached)
         self._passages: dict[str, np.ndarray] = {}
@@ -102,8 +99,7 @@ class ExtractiveCompressor:
         if asked:
             shares = [len(asked & set(content_words(s))) / len(asked) for _, s in sentences]
             sims = sims + self.word_overlap * np.array(shares, dtype=sims.dtype)
-        whole = {i for i, (pi, _) in enumerate(sentences) if pi < self.whole_passages}
-        chosen = self.select(sims, sizes, tokens_in, ratio, sentences, whole)
+        chosen = self.select(sims, sizes, tokens_in, ratio, sentences)
         units = self.units(spans)
         chosen |= {j for i in chosen for j in units.get(i, ())}
         texts: list[str] = []
@@ -127,27 +123,17 @@ class ExtractiveCompressor:
         )
 
     def select(
-        self,
-        sims: np.ndarray,
-        sizes: list[int],
-        tokens_in: int,
-        ratio: float,
-        sentences: list[tuple[int, str]],
-        whole: AbstractSet[int] = frozenset(),
+        self, sims: np.ndarray, sizes: list[int], tokens_in: int, ratio: float, sentences: list[tuple[int, str]]
     ) -> set[int]:
-        """`whole` and then the best-scored sentences until `tokens_in / ratio` tokens are kept (a sentence
-        that would pass the budget is skipped for a shorter one further down).
+        """The best-scored sentences until `tokens_in / ratio` tokens are kept (a sentence that would pass
+        the budget is skipped for a shorter one further down).
         """
         import numpy as np
 
         budget = max(1, round(tokens_in / ratio))
-        chosen: set[int] = set(whole)
-        used = sum(sizes[i] for i in whole)
-        if used >= budget:
-            return chosen
+        chosen: set[int] = set()
+        used = 0
         for i in np.argsort(-sims, kind="stable"):
-            if i in chosen:
-                continue
             if chosen and used + sizes[i] > budget:
                 continue  # try shorter sentences further down; stop only when the budget is exhausted
             chosen.add(int(i))
@@ -324,22 +310,17 @@ class AutoPrunedCompressor(PrunedCompressor):
         return structure_units(spans, self.keep_section_lead) if self.keep_structure else {}
 
     def select(
-        self,
-        sims: np.ndarray,
-        sizes: list[int],
-        tokens_in: int,
-        ratio: float,
-        sentences: list[tuple[int, str]],
-        whole: AbstractSet[int] = frozenset(),
+        self, sims: np.ndarray, sizes: list[int], tokens_in: int, ratio: float, sentences: list[tuple[int, str]]
     ) -> set[int]:
-        """`whole`, then best-scored first until the relevance share and the ceiling's floor of tokens are
-        both met.
+        """The sentences of the first `whole_passages` passages, then best-scored first until the relevance
+        share and the ceiling's floor of tokens are both met.
         """
         import numpy as np
 
         floor = max(1, round(tokens_in / ratio))
         mass = np.exp((sims - sims.max()) / self.temperature)
         wanted = self.share * float(mass.sum())
+        whole = {i for i, (pi, _) in enumerate(sentences) if pi < self.whole_passages}
         chosen: set[int] = set(whole)
         held, used = float(sum(mass[i] for i in whole)), sum(sizes[i] for i in whole)
         for i in np.argsort(-sims, kind="stable"):

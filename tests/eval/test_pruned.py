@@ -166,6 +166,7 @@ def _auto(share: float = 0.8, temperature: float = 0.05, antecedents: bool = Tru
 
     comp = object.__new__(AutoPrunedCompressor)
     comp.share, comp.temperature, comp.keep_antecedents = share, temperature, antecedents
+    comp.whole_passages = 0  # the selection alone: no passage kept whole
     return comp
 
 
