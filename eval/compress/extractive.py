@@ -331,8 +331,6 @@ class AutoPrunedCompressor(PrunedCompressor):
             chosen.add(int(i))
             held += float(mass[i])
             used += sizes[i]
-            if held >= wanted and used >= floor:
-                break
         if self.keep_antecedents:
             for i in sorted(chosen):
                 if i > 0 and sentences[i - 1][0] == sentences[i][0] and PRONOUN_START.match(sentences[i][1]):
