@@ -280,9 +280,11 @@ class AutoPrunedConfig(ExtractiveConfig):
     """The reranker's first this-many passages are kept whole and their relevance mass counts as held; the
     other passages are pruned (2: chosen on the three domains' tune splits, December 2; 0: prune every one)."""
     keep_section_lead: bool = True
-    """A kept unit under any heading of its passage (from the document's outline: a heading, an API
-    signature, a defined term) brings the heading's first sentence, which says what the section is about
-    (on: chosen on the three domains' tune splits with the share and temperature, December 2)."""
+    """A kept heading of its passage (from the document's outline: a heading, an API signature, a defined
+    term), or a kept unit under one, brings the section's first prose sentence, which says what the section
+    is about: past an API entry's parameter list or a code block (on: chosen on the three domains' tune
+    splits with the share and temperature, December 2; the heading itself and the skip past lists and code
+    since the fourth change, December 2)."""
 
 
 class AutoPrunedCompressor(PrunedCompressor):
@@ -349,8 +351,9 @@ def structure_units(spans: list[tuple[int, str, bool, str]], section_lead: bool 
     paragraph opening like one) or a code block brings the lead-in before it (the last sentence of the nearest
     paragraph before it that ends in ":"); a table row brings its table's first row; a unit after a
     question-like heading (a one-sentence paragraph of at most 15 words ending in "?") brings the first
-    sentence after that heading, which answers it; with `section_lead`, a unit after any heading of the
-    outline (kind heading, signature or term) brings the heading's first sentence too.
+    sentence after that heading, which answers it; with `section_lead`, a heading of the outline (kind
+    heading, signature or term) and every unit after it bring the section's first prose sentence
+    (`section_lead_of`).
     """
     paragraphs: list[list[int]] = []
     for i, (pi, _, _, _) in enumerate(spans):
@@ -375,15 +378,35 @@ def structure_units(spans: list[tuple[int, str, bool, str]], section_lead: bool 
             last = spans[para[-1]][1].rstrip()
             lead_in = para[-1] if last.endswith(":") else None
         question = len(para) == 1 and first.rstrip().endswith("?") and len(first.split()) <= 15
-        if question or (section_lead and kind in HEADINGS):
+        if question:
             following = para[-1] + 1
             answer = following if following < len(spans) and spans[following][0] == passage else None
+            continue
+        if section_lead and kind in HEADINGS:
+            answer = section_lead_of(spans, para[-1])
+            for i in para:
+                if answer is not None:
+                    links.setdefault(i, []).append(answer)
             continue
         if answer is not None:
             for i in para:
                 if i != answer:
                     links.setdefault(i, []).append(answer)
     return links
+
+
+def section_lead_of(spans: list[tuple[int, str, bool, str]], heading: int) -> int | None:
+    """The first prose sentence (kind `text`) after unit `heading` in its passage and section: what the
+    section says it is about, past an API entry's parameter list or a code block; None when the next heading
+    or the passage's end comes first.
+    """
+    passage = spans[heading][0]
+    for j in range(heading + 1, len(spans)):
+        if spans[j][0] != passage or spans[j][3] in HEADINGS:
+            return None
+        if spans[j][3] == "text" and not LIST_ITEM.match(spans[j][1]):
+            return j
+    return None
 
 
 def join_units(picked: list[tuple[str, str]]) -> str:

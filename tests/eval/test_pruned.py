@@ -257,8 +257,29 @@ def test_structure_units_from_an_outline_code_lead_ins_table_headers_and_section
     ]
     links = structure_units(spans)
     assert links == {4: [3], 6: [5]}  # code -> its lead-in; a row -> its table's header
-    # With section leads, everything under the heading brings the heading's first sentence.
-    assert structure_units(spans, section_lead=True) == {2: [1], 3: [1], 4: [3, 1], 5: [1], 6: [5, 1]}
+    # With section leads, the heading and everything under it bring the section's first sentence.
+    assert structure_units(spans, section_lead=True) == {0: [1], 2: [1], 3: [1], 4: [3, 1], 5: [1], 6: [5, 1]}
+
+
+def test_a_section_lead_is_the_first_prose_sentence_past_an_api_entrys_parameter_list() -> None:
+    from eval.compress.extractive import section_lead_of, structure_units
+
+    # An API entry (Node.js style): signature, parameter list, then the sentence that says what it does.
+    spans = [
+        (0, "urlSearchParams.append(name, value)", True, "signature"),
+        (0, "- name {string}", True, "list"),
+        (0, "- value {string}", True, "list"),
+        (0, "Append a new name-value pair to the query string.", True, "text"),
+        (0, "Event: 'close'", True, "heading"),
+        (0, "- Returns: {undefined}", True, "list"),
+        (1, "Emitted when the stream closes.", True, "text"),
+    ]
+    assert section_lead_of(spans, 0) == 3  # past the parameter list
+    assert section_lead_of(spans, 4) is None  # the section has no prose in this passage
+    links = structure_units(spans, section_lead=True)
+    assert links[0] == [3] and links[1] == [3] and links[2] == [3]  # the signature and its parameters
+    assert 4 not in links and 5 not in links  # nothing to bring: no prose before the passage ends
+    assert structure_units(spans) == {}  # without section leads, no links from headings
 
 
 def test_whole_passages_keeps_the_rerankers_first_passages_unpruned() -> None:
