@@ -95,11 +95,12 @@ class ExtractiveCompressor:
         embedding = time.perf_counter() - embed_start
         sims = vectors @ self.query_vector(question, vectors)
         sims = sims - self.rank_prior * np.array([pi for pi, _ in sentences], dtype=sims.dtype)
-        asked = set(content_words(question)) if self.query_aware and self.word_overlap else set()
-        if asked:
-            shares = [len(asked & set(content_words(s))) / len(asked) for _, s in sentences]
+        asked = set(content_words(question)) if self.query_aware else set()
+        words = [set(content_words(s)) for _, s in sentences] if asked else []
+        if asked and self.word_overlap:
+            shares = [len(asked & w) / len(asked) for w in words]
             sims = sims + self.word_overlap * np.array(shares, dtype=sims.dtype)
-        chosen = self.select(sims, sizes, tokens_in, ratio, sentences)
+        chosen = self.complete(self.select(sims, sizes, tokens_in, ratio, sentences), sims, sentences, asked, words)
         units = self.units(spans)
         chosen |= {j for i in chosen for j in units.get(i, ())}
         texts: list[str] = []
@@ -140,6 +141,19 @@ class ExtractiveCompressor:
             used += sizes[i]
             if used >= budget:
                 break
+        return chosen
+
+    def complete(
+        self,
+        chosen: set[int],
+        sims: np.ndarray,
+        sentences: list[tuple[int, str]],
+        asked: set[str],
+        words: list[set[str]],
+    ) -> set[int]:
+        """What the selection keeps besides its budget's choice (`asked`: the question's content words, empty
+        for a query-agnostic selector; `words`: each sentence's). Here nothing: the choice stands.
+        """
         return chosen
 
     def split(self, passages: Sequence[str]) -> list[list[Unit]]:
@@ -279,6 +293,10 @@ class AutoPrunedConfig(ExtractiveConfig):
     whole_passages: int = Field(default=2, ge=0, le=100)
     """The reranker's first this-many passages are kept whole and their relevance mass counts as held; the
     other passages are pruned (2: chosen on the three domains' tune splits, December 2; 0: prune every one)."""
+    keep_question_words: bool = True
+    """Every content word of the question that the context has stays in it: a word the budget's choice lacks
+    brings the best-scored sentence that has it (a name, an option, a command the answer sits next to; on:
+    chosen on the three domains' tune splits, December 2)."""
     keep_section_lead: bool = True
     """A kept heading of its passage (from the document's outline: a heading, an API signature, a defined
     term), or a kept unit under one, brings the section's first prose sentence, which says what the section
@@ -291,8 +309,8 @@ class AutoPrunedCompressor(PrunedCompressor):
     """`pruned` with a budget by relevance: the smallest set of best-scored sentences that holds
     `relevance_share` of the context's relevance mass, and never fewer tokens than `tokens_in / ratio` (the
     ratio is a ceiling). A question one sentence answers compresses to the ceiling; one whose answer spans
-    several close-scored sentences keeps them. A kept sentence that opens with a pronoun keeps its
-    predecessor.
+    several close-scored sentences keeps them. A word of the question the context has stays in it, and a kept
+    sentence that opens with a pronoun keeps its predecessor.
     """
 
     def __init__(
@@ -306,6 +324,7 @@ class AutoPrunedCompressor(PrunedCompressor):
         self.keep_structure = config.keep_structure
         self.keep_section_lead = config.keep_section_lead
         self.whole_passages = config.whole_passages
+        self.keep_question_words = config.keep_question_words
 
     def units(self, spans: list[tuple[int, str, bool, str]]) -> dict[int, list[int]]:
         """List items and code -> their lead-in; rows -> their header; under a heading -> its first sentence."""
@@ -333,6 +352,29 @@ class AutoPrunedCompressor(PrunedCompressor):
             chosen.add(int(i))
             held += float(mass[i])
             used += sizes[i]
+        return chosen
+
+    def complete(
+        self,
+        chosen: set[int],
+        sims: np.ndarray,
+        sentences: list[tuple[int, str]],
+        asked: set[str],
+        words: list[set[str]],
+    ) -> set[int]:
+        """With `keep_question_words`, each content word of the question the context has and the choice lacks
+        brings the best-scored sentence that has it; with `keep_antecedents`, a kept sentence opening with a
+        pronoun brings the one before it.
+        """
+        chosen = set(chosen)
+        if self.keep_question_words and asked:
+            kept = set().union(*(words[i] for i in chosen))
+            for word in sorted(asked - kept):
+                holders = [i for i, w in enumerate(words) if word in w]
+                if holders and word not in kept:
+                    best = max(holders, key=lambda i: (float(sims[i]), -i))
+                    chosen.add(best)
+                    kept |= words[best]
         if self.keep_antecedents:
             for i in sorted(chosen):
                 if i > 0 and sentences[i - 1][0] == sentences[i][0] and PRONOUN_START.match(sentences[i][1]):

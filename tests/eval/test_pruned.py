@@ -160,13 +160,16 @@ def test_the_cold_bill_is_the_same_whichever_setting_question_or_run_asks_first(
         assert large_first[2, 1][0] < large_first[2, 1][1] - 0.04  # and in the other order, for (5, 1)
 
 
-def _auto(share: float = 0.8, temperature: float = 0.05, antecedents: bool = True) -> object:
+def _auto(
+    share: float = 0.8, temperature: float = 0.05, antecedents: bool = True, question_words: bool = True
+) -> object:
     """pruned-auto's selection alone (no index, no embedder): the scores are given."""
     from eval.compress.extractive import AutoPrunedCompressor
 
     comp = object.__new__(AutoPrunedCompressor)
     comp.share, comp.temperature, comp.keep_antecedents = share, temperature, antecedents
     comp.whole_passages = 0  # the selection alone: no passage kept whole
+    comp.keep_question_words = question_words
     return comp
 
 
@@ -191,9 +194,40 @@ def test_pruned_auto_keeps_the_sentence_a_pronoun_points_back_to() -> None:
 
     sentences = [(0, "The Rhine rises in the Alps."), (0, "It flows into the North Sea."), (1, "It is long.")]
     sims = np.array([0.1, 0.9, 0.1])
-    with_referent = _auto().select(sims, [6, 6, 3], 15, 8.0, sentences)  # type: ignore[attr-defined]
-    assert with_referent == {0, 1}
-    assert _auto(antecedents=False).select(sims, [6, 6, 3], 15, 8.0, sentences) == {1}  # type: ignore[attr-defined]
+
+    def kept(comp: object) -> set[int]:
+        chosen = comp.select(sims, [6, 6, 3], 15, 8.0, sentences)  # type: ignore[attr-defined]
+        return comp.complete(chosen, sims, sentences, set(), [])  # type: ignore[attr-defined, no-any-return]
+
+    assert kept(_auto()) == {0, 1}
+    assert kept(_auto(antecedents=False)) == {1}
+
+
+def test_pruned_auto_keeps_every_question_word_the_context_has() -> None:
+    from corpus.text import content_words
+
+    passages = [
+        "Run migrations with the migrate command. It applies them in order.",
+        "The sqlmigrate command prints the SQL of a migration without running it.",
+        "Squashing reduces many migrations to a few.",
+    ]
+    question = "How do I see the SQL sqlmigrate prints for a migration?"
+    sentences = [
+        (0, "Run migrations with the migrate command."),
+        (0, "It applies them in order."),
+        (1, passages[1]),
+        (2, passages[2]),
+    ]
+    sims = np.array([0.9, 0.2, 0.3, 0.1])  # the embedder's favourite is not the sentence with the command
+    asked, words = set(content_words(question)), [set(content_words(t)) for _, t in sentences]
+    bare = _auto(question_words=False)
+    chosen = bare.select(sims, [7, 5, 13, 8], 33, 8.0, sentences)  # type: ignore[attr-defined]
+    assert chosen == {0}
+    assert bare.complete(chosen, sims, sentences, asked, words) == {0}  # type: ignore[attr-defined]
+    # "sql" and "sqlmigrate" are in the context only in sentence 2: it comes back; "print" is there too.
+    assert _auto().complete(chosen, sims, sentences, asked, words) == {0, 2}  # type: ignore[attr-defined]
+    # A query-agnostic selection has no question words: nothing is added.
+    assert _auto().complete(chosen, sims, sentences, set(), words) == {0}  # type: ignore[attr-defined]
 
 
 def test_pruned_auto_is_its_own_setting_and_its_share_is_in_the_hash(tmp_path: Path) -> None:
