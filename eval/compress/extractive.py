@@ -300,9 +300,8 @@ class AutoPrunedConfig(ExtractiveConfig):
     keep_section_lead: bool = True
     """A kept heading of its passage (from the document's outline: a heading, an API signature, a defined
     term), or a kept unit under one, brings the section's first prose sentence, which says what the section
-    is about: past an API entry's parameter list or a code block (on: chosen on the three domains' tune
-    splits with the share and temperature, December 2; the heading itself and the skip past lists and code
-    since the fourth change, December 2)."""
+    is about, past an API entry's parameter list or a code block (on: chosen on the three domains' tune
+    splits, December 2)."""
 
 
 class AutoPrunedCompressor(PrunedCompressor):
@@ -327,7 +326,9 @@ class AutoPrunedCompressor(PrunedCompressor):
         self.keep_question_words = config.keep_question_words
 
     def units(self, spans: list[tuple[int, str, bool, str]]) -> dict[int, list[int]]:
-        """List items and code -> their lead-in; rows -> their header; under a heading -> its first sentence."""
+        """List items and code -> their lead-in; rows -> their header; a heading and what is under it -> the
+        section's first prose sentence.
+        """
         return structure_units(spans, self.keep_section_lead) if self.keep_structure else {}
 
     def select(
@@ -426,8 +427,8 @@ def structure_units(spans: list[tuple[int, str, bool, str]], section_lead: bool 
             continue
         if section_lead and kind in HEADINGS:
             answer = section_lead_of(spans, para[-1])
-            for i in para:
-                if answer is not None:
+            if answer is not None:
+                for i in para:
                     links.setdefault(i, []).append(answer)
             continue
         if answer is not None:
