@@ -313,6 +313,93 @@ def demo(
     show_path(Path(sweep.store_path).resolve())
 
 
+@app.command("tune-pruning")
+def tune_pruning(
+    questions: Annotated[
+        Path,
+        typer.Option(help="JSONL tune questions with reference answers: never the set a sweep will judge you on."),
+    ],
+    config_file: ConfigOption = None,
+    index_path: Annotated[
+        Path | None, typer.Option("--index", help="LanceDB folder built with --sentence-vectors.")
+    ] = None,
+    top_k: Annotated[int, typer.Option("--top-k", help="Chunks kept after reranking.")] = 8,
+    max_loss: Annotated[
+        float, typer.Option(help="Context token recall the setting may lose, as a share (its 95 % upper bound).")
+    ] = 0.05,
+    ratio: Annotated[float, typer.Option(help="The ratio ceiling of pruned-auto:RATIO.")] = 8.0,
+    limit: Annotated[int | None, typer.Option(help="Only the first N tune questions.")] = None,
+    generator_model: Annotated[
+        str | None, typer.Option(help="Whose tokenizer counts tokens (default: bundled SmolLM2).")
+    ] = None,
+) -> None:
+    """Choose pruned-auto's relevance share and passages kept whole on your own tune questions: the largest
+    realized ratio whose context token recall loss is within --max-loss with 95 % confidence. Exit 1 when no
+    setting is, 2 on bad input. Reads the index, embedder, retrieval depth, first retrieval mode and reranker,
+    generator and other compressor knobs from a sweep --config; prints the `compressor:` lines to put in it.
+    """
+    prepare_environment()
+    from eval.compress.extractive import AutoPrunedConfig
+    from eval.run.tune_pruning import TuneInputs
+    from eval.run.tune_pruning import tune_pruning as run_tuning
+    from eval.settings import SweepConfig
+    from flows.config import load_config
+
+    try:
+        base = AutoPrunedConfig()
+        if config_file:
+            sweep = load_config(SweepConfig, config_file, {"index_path": index_path} if index_path else {})
+            if sweep.questions_path.resolve() == questions.resolve():
+                raise CribsheetError(
+                    f"{questions}: these are the sweep's questions in {config_file}; tune on a split the sweep "
+                    "does not judge"
+                )
+            inputs = TuneInputs(
+                sweep.index_path,
+                questions,
+                embedder=sweep.embedder,
+                generator_model=generator_model or sweep.generator.model,
+                top_k=top_k,
+                retrieve_n=sweep.retrieve_n,
+                retrieval=sweep.grid.retrievals[0],
+                reranker=sweep.grid.rerankers[0],
+                limit=limit,
+            )
+            known = set(AutoPrunedConfig.model_fields)
+            base = AutoPrunedConfig(**{k: v for k, v in sweep.compressor.model_dump().items() if k in known})
+        elif index_path is None:
+            raise CribsheetError("give --index or a sweep --config")
+        else:
+            inputs = TuneInputs(index_path, questions, top_k=top_k, limit=limit, generator_model=generator_model)
+        with progress() as tick:
+            result = run_tuning(inputs, base, max_loss, ratio, tick)
+    except (CribsheetError, ValueError) as exc:
+        fail(error_message(exc))
+    out.print(
+        f"{result.questions} tune questions, top-{top_k}, uncompressed context token recall "
+        f"{result.baseline_recall:.3f}; loss in points (95 % upper bound), realized ratio:"
+    )
+    for point in result.points:
+        mark = "  <- chosen" if point is result.chosen else ""
+        out.print(
+            f"  pruned-auto {point.name:<10} {100 * point.loss:5.1f} ({100 * point.loss_bound:5.1f})  "
+            f"{point.ratio:5.2f}x{mark}",
+            highlight=False,
+        )
+    if result.chosen is None:
+        best = min(result.points, key=lambda p: p.loss_bound)
+        fail(
+            f"no setting is within {100 * max_loss:.1f} points with 95 % confidence (the closest, {best.name}, "
+            f"has an upper bound of {100 * best.loss_bound:.1f}): keep the defaults, or allow a larger --max-loss",
+            code=1,
+        )
+    out.print(
+        f"compressor:\n  relevance_share: {result.chosen.relevance_share}\n"
+        f"  whole_passages: {result.chosen.whole_passages}",
+        highlight=False,
+    )
+
+
 def main() -> None:
     """Console-script entry point."""
     if not sys.stdout.isatty() and not os.environ.get("COLUMNS") and not os.environ.get("TERMINAL_WIDTH"):

@@ -202,3 +202,15 @@ def test_an_unreachable_prefect_api_is_one_line_error_and_nothing_is_written(
     lines = [line for line in proc.stderr.splitlines() if line.strip() and "error" in line]
     assert proc.returncode == 2 and len(lines) == 1 and "Failed to reach API at http://127.0.0.1:9/api" in lines[0]
     assert not store.exists()
+
+
+def test_tune_pruning_refuses_the_sweeps_own_questions_and_needs_an_index(tmp_path: Path, tiny_questions: Path) -> None:
+    """Tuning on the questions a sweep judges would choose the knobs on the evaluation set: refused, exit 2."""
+    config = tmp_path / "sweep.yaml"
+    config.write_text(
+        f"index_path: {tmp_path / 'idx'}\nquestions_path: {tiny_questions}\nstore_path: {tmp_path / 'r.duckdb'}\n"
+    )
+    proc = run("tune-pruning", "--config", str(config), "--questions", str(tiny_questions), tmp=tmp_path)
+    assert proc.returncode == 2 and "these are the sweep's questions" in proc.stderr, proc.stderr
+    proc = run("tune-pruning", "--questions", str(tiny_questions), tmp=tmp_path)
+    assert proc.returncode == 2 and "give --index or a sweep --config" in proc.stderr, proc.stderr

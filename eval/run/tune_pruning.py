@@ -1,0 +1,102 @@
+"""`cribsheet tune-pruning`: `pruned-auto`'s knobs chosen on a user's own tune questions, on their index, with
+the sweep's retrieval, reranking and token counting (no generation, no engine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from corpus.embed import EMBEDDERS, Embedder
+from corpus.errors import CribsheetError, InputFileError
+from corpus.load import read_jsonl
+from corpus.models import Question
+from corpus.retrieve import LanceRetriever, RetrievalMode
+from corpus.sentences import SentenceVectors
+from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig, missing_sentence_vectors
+from eval.compress.tuning import SHARES, WHOLE, PruningTuning, TuneContext, tune_pruned_auto
+from eval.rerank import RERANKERS, RerankerDeps
+from eval.run.runner import Progress
+
+
+@dataclass(frozen=True)
+class TuneInputs:
+    """Where the tune questions' contexts come from: the sweep's own retrieval at one top-k."""
+
+    index_path: Path
+    questions_path: Path
+    embedder: str = "minilm-l6-v2"
+    generator_model: str | None = None
+    """The generator whose tokenizer counts tokens (None: the bundled SmolLM2)."""
+    top_k: int = 8
+    retrieve_n: int = 20
+    retrieval: RetrievalMode = "hybrid"
+    reranker: str = "dense"
+    limit: int | None = None
+
+
+def tune_questions(path: Path, limit: int | None) -> list[Question]:
+    """Answerable questions with reference answers from `path` (the first `limit`)."""
+    questions = [q for _, q in read_jsonl(path, Question) if q.answerable and q.answers]
+    if not questions:
+        raise InputFileError(path, "no answerable question with reference answers: tuning needs them")
+    return questions[:limit] if limit else questions
+
+
+def token_counter(generator_model: str | None) -> Callable[[str], int]:
+    """Tokens under the generator's tokenizer, without starting the engine."""
+    from transformers import AutoTokenizer
+
+    from eval.engine.bundled_models import smollm2_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(generator_model or str(smollm2_dir()))
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False))
+
+    return count
+
+
+def tune_pruning(
+    inputs: TuneInputs,
+    base: AutoPrunedConfig | None = None,
+    max_loss: float = 0.05,
+    ratio: float = 8.0,
+    progress: Progress | None = None,
+    embedder: Embedder | None = None,
+    count: Callable[[str], int] | None = None,
+) -> PruningTuning:
+    """Each tune question's top-k as the sweep builds it, then every `pruned-auto` setting of the grid on them
+    (`eval.compress.tuning`); `embedder` and `count`: live ones to use instead of building them.
+    """
+    tick = progress or (lambda stage, done, total: None)
+    questions = tune_questions(inputs.questions_path, inputs.limit)
+    stored = SentenceVectors(inputs.index_path)
+    if not stored.available:
+        raise missing_sentence_vectors("pruned-auto")
+    embedder = embedder or EMBEDDERS.build(EMBEDDERS.spec(inputs.embedder), None)
+    count = count or token_counter(inputs.generator_model)
+    retriever = LanceRetriever(inputs.index_path, embedder)
+    reranker = RERANKERS.build(RERANKERS.spec(inputs.reranker), RerankerDeps(embedder=embedder, scorer=None))
+    contexts: list[TuneContext] = []
+    for n, q in enumerate(questions, start=1):
+        hits = reranker.rerank(q.question, retriever.retrieve(q.question, inputs.retrieve_n, inputs.retrieval))
+        top = hits[: inputs.top_k]
+        contexts.append(TuneContext(q.question, q.answers, [h.heading for h in top], [h.text for h in top]))
+        tick("retrieve and rerank tune questions", n, len(questions))
+    done = 0
+
+    def advance() -> None:
+        nonlocal done
+        done += 1
+        tick("pruned-auto settings", done, total)
+
+    def make(config: AutoPrunedConfig) -> AutoPrunedCompressor:
+        return AutoPrunedCompressor(count, embedder, stored, config)
+
+    total = len(SHARES) * len(WHOLE)
+    try:
+        return tune_pruned_auto(make, contexts, base, ratio, max_loss, advance=advance)
+    except ValueError as exc:
+        raise CribsheetError(str(exc)) from exc

@@ -1,0 +1,109 @@
+"""Per-corpus tuning of pruned-auto: the hardest setting whose loss is within the budget with confidence."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from corpus.chunk import SentenceChunker
+from corpus.errors import CribsheetError
+from corpus.index import IndexOptions, sync_index
+from eval.compress import CompressionResult
+from eval.compress.extractive import AutoPrunedConfig
+from eval.compress.tuning import SHARES, WHOLE, TuneContext, loss_upper_bound, tune_pruned_auto
+from eval.run.tune_pruning import TuneInputs, tune_pruning
+from tests.fakes import HashEmbedder, count_words
+from tests.helpers import load_documents
+
+LOSES = {0.95: 0, 0.8: 1, 0.5: 20}
+"""Questions (of 40) whose answer each share's fake selection drops."""
+RATIOS = {0.95: 1.5, 0.8: 3.0, 0.5: 6.0}
+
+
+class _Fake:
+    """A selection whose loss and ratio depend only on its relevance share: question i loses its answer passage
+    when i is below the share's count in LOSES."""
+
+    def __init__(self, config: AutoPrunedConfig) -> None:
+        self.share = config.relevance_share
+
+    def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
+        lost = int(question.split()[-1]) < LOSES[self.share]
+        kept = [1] if lost else [0]
+        return CompressionResult(
+            texts=[passages[kept[0]]], tokens_in=60, tokens_out=round(60 / RATIOS[self.share]), seconds=0.0, kept=kept
+        )
+
+
+CONTEXTS = [
+    TuneContext(f"question {i}", ["Danube"], ["Rivers", "Cities"], ["The Danube flows east.", "Vienna has a ring."])
+    for i in range(40)
+]
+
+
+def _tune(shares: Sequence[float], max_loss: float) -> tuple[float, int] | None:
+    result = tune_pruned_auto(_Fake, CONTEXTS, shares=shares, whole=(0,), max_loss=max_loss)  # type: ignore[arg-type]
+    assert result.baseline_recall == 1.0 and len(result.points) == len(shares)
+    return (result.chosen.relevance_share, result.chosen.whole_passages) if result.chosen else None
+
+
+def test_the_hardest_setting_within_the_budget_with_confidence_is_chosen() -> None:
+    # 0.8 loses 1 of 40 answers: a mean loss of 2.5 points, within 5, but its upper bound is 6.6: not taken.
+    assert _tune((0.5, 0.8, 0.95), 0.05) == (0.95, 0)
+    # With a 10-point budget its bound fits, and it compresses twice as hard as 0.95.
+    assert _tune((0.5, 0.8, 0.95), 0.10) == (0.8, 0)
+    # No setting within the budget: none is chosen (the command exits 1).
+    assert _tune((0.5, 0.8), 0.05) is None
+
+
+def test_the_loss_bound_is_the_one_sided_95_percent_bound_of_the_paired_differences() -> None:
+    base, kept = [1.0] * 40, [0.0] + [1.0] * 39
+    assert loss_upper_bound(base, kept) == pytest.approx(0.025 + 1.645 * 0.158114 / 40**0.5, abs=1e-5)
+    assert loss_upper_bound([1.0, 0.5], [1.0, 0.5]) == 0.0
+    with pytest.raises(ValueError, match="no tune questions"):
+        tune_pruned_auto(_Fake, [])  # type: ignore[arg-type]
+
+
+def _questions(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_tuning_on_an_index_tries_the_whole_grid_on_answerable_questions(
+    tmp_path: Path, tiny_corpus: Path, tiny_questions: Path
+) -> None:
+    index = tmp_path / "idx.lancedb"
+    sync_index(
+        load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), index, IndexOptions(sentence_vectors=True)
+    )
+    ticks: list[tuple[str, int, int]] = []
+    inputs = TuneInputs(index, tiny_questions, embedder="hash")
+    result = tune_pruning(inputs, progress=lambda *t: ticks.append(t), embedder=HashEmbedder(), count=count_words)
+    assert result.questions == 3  # q4 is unanswerable: it has no answer to keep
+    assert len(result.points) == len(SHARES) * len(WHOLE) and ticks[-1] == ("pruned-auto settings", 21, 21)
+    assert result.chosen is not None and result.chosen.loss_bound <= 0.05
+    assert result.chosen.ratio == max(p.ratio for p in result.points if p.loss_bound <= 0.05)
+    kept_whole = {p.whole_passages: p.ratio for p in result.points if p.relevance_share == 0.6}
+    assert kept_whole[0] >= kept_whole[2]  # passages kept whole cost ratio
+
+
+def test_tuning_refuses_questions_without_answers_and_an_index_without_sentence_vectors(
+    tmp_path: Path, tiny_corpus: Path
+) -> None:
+    index = tmp_path / "idx.lancedb"
+    sync_index(
+        load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), index, IndexOptions(sentence_vectors=True)
+    )
+    none = _questions(tmp_path / "q.jsonl", [{"id": "a", "question": "Why?", "answers": ["x"], "answerable": False}])
+    with pytest.raises(CribsheetError, match=r"q.jsonl: no answerable question with reference answers"):
+        tune_pruning(TuneInputs(index, none), embedder=HashEmbedder(), count=count_words)
+    bare = tmp_path / "bare.lancedb"
+    sync_index(
+        load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), bare, IndexOptions(sentence_vectors=False)
+    )
+    good = _questions(tmp_path / "g.jsonl", [{"id": "a", "question": "How high is K2?", "answers": ["8,611 m"]}])
+    with pytest.raises(CribsheetError, match="--sentence-vectors"):
+        tune_pruning(TuneInputs(bare, good), embedder=HashEmbedder(), count=count_words)
