@@ -20,6 +20,9 @@ WHOLE = (0, 1, 2)
 """Passages kept whole tried (the default is 2)."""
 ONE_SIDED_95 = 1.645
 """Normal quantile of a one-sided 95 % bound."""
+MIN_QUESTIONS = 30
+"""Fewest tune questions the bound is trusted on (below it, a setting that lost nothing on a handful of
+questions would pass with a bound of 0)."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from corpus.models import Question
 from corpus.retrieve import LanceRetriever, RetrievalMode
 from corpus.sentences import SentenceVectors
 from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig, missing_sentence_vectors
-from eval.compress.tuning import SHARES, WHOLE, PruningTuning, TuneContext, tune_pruned_auto
+from eval.compress.tuning import MIN_QUESTIONS, SHARES, WHOLE, PruningTuning, TuneContext, tune_pruned_auto
 from eval.rerank import RERANKERS, RerankerDeps
 from eval.run.runner import Progress
 
@@ -34,14 +34,21 @@ class TuneInputs:
     retrieval: RetrievalMode = "hybrid"
     reranker: str = "dense"
     limit: int | None = None
+    min_questions: int = MIN_QUESTIONS
+    """Fewer answerable tune questions than this is an error: the loss bound needs them."""
 
 
-def tune_questions(path: Path, limit: int | None) -> list[Question]:
-    """Answerable questions with reference answers from `path` (the first `limit`)."""
+def tune_questions(path: Path, limit: int | None, minimum: int = MIN_QUESTIONS) -> list[Question]:
+    """Answerable questions with reference answers from `path` (the first `limit`), at least `minimum`."""
     questions = [q for _, q in read_jsonl(path, Question) if q.answerable and q.answers]
-    if not questions:
-        raise InputFileError(path, "no answerable question with reference answers: tuning needs them")
-    return questions[:limit] if limit else questions
+    questions = questions[:limit] if limit else questions
+    if len(questions) < max(minimum, 1):
+        raise InputFileError(
+            path,
+            f"{len(questions)} answerable questions with reference answers; tuning needs at least {max(minimum, 1)} "
+            "for its loss bound to mean anything",
+        )
+    return questions
 
 
 def token_counter(generator_model: str | None) -> Callable[[str], int]:
@@ -71,7 +78,7 @@ def tune_pruning(
     (`eval.compress.tuning`); `embedder` and `count`: live ones to use instead of building them.
     """
     tick = progress or (lambda stage, done, total: None)
-    questions = tune_questions(inputs.questions_path, inputs.limit)
+    questions = tune_questions(inputs.questions_path, inputs.limit, inputs.min_questions)
     stored = SentenceVectors(inputs.index_path)
     if not stored.available:
         raise missing_sentence_vectors("pruned-auto")

@@ -80,7 +80,7 @@ def test_tuning_on_an_index_tries_the_whole_grid_on_answerable_questions(
         load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), index, IndexOptions(sentence_vectors=True)
     )
     ticks: list[tuple[str, int, int]] = []
-    inputs = TuneInputs(index, tiny_questions, embedder="hash")
+    inputs = TuneInputs(index, tiny_questions, embedder="hash", min_questions=3)
     result = tune_pruning(inputs, progress=lambda *t: ticks.append(t), embedder=HashEmbedder(), count=count_words)
     assert result.questions == 3  # q4 is unanswerable: it has no answer to keep
     assert len(result.points) == len(SHARES) * len(WHOLE) and ticks[-1] == ("pruned-auto settings", 21, 21)
@@ -98,12 +98,14 @@ def test_tuning_refuses_questions_without_answers_and_an_index_without_sentence_
         load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), index, IndexOptions(sentence_vectors=True)
     )
     none = _questions(tmp_path / "q.jsonl", [{"id": "a", "question": "Why?", "answers": ["x"], "answerable": False}])
-    with pytest.raises(CribsheetError, match=r"q.jsonl: no answerable question with reference answers"):
-        tune_pruning(TuneInputs(index, none), embedder=HashEmbedder(), count=count_words)
+    with pytest.raises(CribsheetError, match=r"q.jsonl: 0 answerable questions with reference answers"):
+        tune_pruning(TuneInputs(index, none, min_questions=1), embedder=HashEmbedder(), count=count_words)
+    few = _questions(tmp_path / "few.jsonl", [{"id": f"q{i}", "question": "Why?", "answers": ["x"]} for i in range(29)])
+    with pytest.raises(CribsheetError, match=r"few.jsonl: 29 answerable .* needs at least 30"):
+        tune_pruning(TuneInputs(index, few), embedder=HashEmbedder(), count=count_words)
     bare = tmp_path / "bare.lancedb"
     sync_index(
         load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), bare, IndexOptions(sentence_vectors=False)
     )
-    good = _questions(tmp_path / "g.jsonl", [{"id": "a", "question": "How high is K2?", "answers": ["8,611 m"]}])
     with pytest.raises(CribsheetError, match="--sentence-vectors"):
-        tune_pruning(TuneInputs(bare, good), embedder=HashEmbedder(), count=count_words)
+        tune_pruning(TuneInputs(bare, few, min_questions=1), embedder=HashEmbedder(), count=count_words)
