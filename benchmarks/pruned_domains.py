@@ -127,27 +127,21 @@ def write_held_out(folder: Path) -> None:
 def main() -> None:
     from corpus.runtime import quiet_offline_env
 
-    if "--write-held-out" in sys.argv:  # the held-out splits as question files, then stop
+    if "--write-held-out" in sys.argv:  # every tune and held-out split as a question file, then stop
         write_held_out(Path(sys.argv[sys.argv.index("--write-held-out") + 1]))
         return
     quiet_offline_env()
-    from transformers import AutoTokenizer
-
     from corpus.embed import SentenceTransformerEmbedder
     from corpus.retrieve import LanceRetriever
     from corpus.sentences import SentenceVectors
     from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig, PrunedCompressor
     from eval.compress.tuning import SHARES, WHOLE, loss_upper_bound
-    from eval.engine.bundled_models import smollm2_dir
     from eval.metrics import context_token_recall
     from eval.prompt import context_block
     from eval.rerank import DenseReranker
+    from eval.run.tune_pruning import token_counter
 
-    tokenizer = AutoTokenizer.from_pretrained(str(smollm2_dir()))
-
-    def count(text: str) -> int:
-        return len(tokenizer.encode(text, add_special_tokens=False))
-
+    count = token_counter(None)
     emb = SentenceTransformerEmbedder()
     work = Path(tempfile.mkdtemp(prefix="cribsheet-pruned-domains-"))
     selectors: dict[str, tuple[Any, float]] = {}

@@ -325,9 +325,10 @@ def tune_pruning(
     ] = None,
     top_k: Annotated[int, typer.Option("--top-k", help="Chunks kept after reranking.")] = 8,
     max_loss: Annotated[
-        float, typer.Option(help="Context token recall the setting may lose, as a share (its 95 % upper bound).")
+        float,
+        typer.Option(min=0.0, max=1.0, help="Context token recall the setting may lose, as a share (its 95 % bound)."),
     ] = 0.05,
-    ratio: Annotated[float, typer.Option(help="The ratio ceiling of pruned-auto:RATIO.")] = 8.0,
+    ratio: Annotated[float, typer.Option(min=1.0, help="The ratio ceiling of pruned-auto:RATIO.")] = 8.0,
     limit: Annotated[int | None, typer.Option(help="Only the first N tune questions.")] = None,
     generator_model: Annotated[
         str | None, typer.Option(help="Whose tokenizer counts tokens (default: bundled SmolLM2).")

@@ -84,18 +84,20 @@ def tune_pruned_auto(
     max_loss: float = 0.05,
     shares: Sequence[float] = SHARES,
     whole: Sequence[int] = WHOLE,
-    advance: Callable[[], None] | None = None,
+    advance: Callable[[int, int], None] | None = None,
 ) -> PruningTuning:
     """Try every share x passages-kept-whole on `contexts` (the other knobs as in `base`) at ratio `ratio` as
     the ceiling; choose the largest realized ratio whose loss is within `max_loss` with 95 % confidence, so a
-    setting that passes on these questions by chance is not taken. `advance` is called once per setting.
+    setting that passes on these questions by chance is not taken. `advance(done, total)` is called after each
+    setting.
     """
     if not contexts:
         raise ValueError("no tune questions with reference answers")
     base = base or AutoPrunedConfig()
     uncompressed = [context_token_recall(context_block(c.titles, c.texts), c.answers) for c in contexts]
     points: list[TunedPoint] = []
-    for share, kept_whole in itertools.product(shares, whole):
+    grid = list(itertools.product(shares, whole))
+    for share, kept_whole in grid:
         comp = make(base.model_copy(update={"relevance_share": share, "whole_passages": kept_whole}))
         recalls, tokens_in, tokens_out = [], 0, 0
         for c in contexts:
@@ -114,7 +116,7 @@ def tune_pruned_auto(
             )
         )
         if advance:
-            advance()
+            advance(len(points), len(grid))
     ok = [p for p in points if p.loss_bound <= max_loss]
     chosen = max(ok, key=lambda p: (p.ratio, p.relevance_share, p.whole_passages)) if ok else None
     return PruningTuning(len(contexts), statistics.mean(uncompressed), max_loss, points, chosen)

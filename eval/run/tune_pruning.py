@@ -14,8 +14,9 @@ from corpus.load import read_jsonl
 from corpus.models import Question
 from corpus.retrieve import LanceRetriever, RetrievalMode
 from corpus.sentences import SentenceVectors
+from corpus.table import read_spec
 from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig, missing_sentence_vectors
-from eval.compress.tuning import MIN_QUESTIONS, SHARES, WHOLE, PruningTuning, TuneContext, tune_pruned_auto
+from eval.compress.tuning import MIN_QUESTIONS, PruningTuning, TuneContext, tune_pruned_auto
 from eval.rerank import RERANKERS, RerankerDeps
 from eval.run.runner import Progress
 
@@ -79,9 +80,9 @@ def tune_pruning(
     """
     tick = progress or (lambda stage, done, total: None)
     questions = tune_questions(inputs.questions_path, inputs.limit, inputs.min_questions)
-    stored = SentenceVectors(inputs.index_path)
-    if not stored.available:
+    if not read_spec(inputs.index_path).sentence_vectors:  # and a missing index is named as such
         raise missing_sentence_vectors("pruned-auto")
+    stored = SentenceVectors(inputs.index_path)
     embedder = embedder or EMBEDDERS.build(EMBEDDERS.spec(inputs.embedder), None)
     count = count or token_counter(inputs.generator_model)
     retriever = LanceRetriever(inputs.index_path, embedder)
@@ -92,17 +93,13 @@ def tune_pruning(
         top = hits[: inputs.top_k]
         contexts.append(TuneContext(q.question, q.answers, [h.heading for h in top], [h.text for h in top]))
         tick("retrieve and rerank tune questions", n, len(questions))
-    done = 0
 
-    def advance() -> None:
-        nonlocal done
-        done += 1
+    def advance(done: int, total: int) -> None:
         tick("pruned-auto settings", done, total)
 
     def make(config: AutoPrunedConfig) -> AutoPrunedCompressor:
         return AutoPrunedCompressor(count, embedder, stored, config)
 
-    total = len(SHARES) * len(WHOLE)
     try:
         return tune_pruned_auto(make, contexts, base, ratio, max_loss, advance=advance)
     except ValueError as exc:
