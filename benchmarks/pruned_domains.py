@@ -92,17 +92,11 @@ def selector_recall(comp: Any, tops: list[tuple[Any, list[Any]]], ratio: float) 
 
 def selector_recalls(comp: Any, tops: list[tuple[Any, list[Any]]], ratio: float) -> tuple[list[float], float]:
     """Each question's context token recall of what `comp` leaves of its top-k at `ratio`, and the realized
-    ratio (tokens in / tokens out over all questions)."""
-    from eval.metrics import context_token_recall
-    from eval.prompt import context_block
+    ratio (tokens in / tokens out over all questions): what `cribsheet tune-pruning` measures."""
+    from eval.compress.tuning import TuneContext, context_recalls
 
-    recalls, ins, outs = [], 0, 0
-    for q, top in tops:
-        r = comp.compress([h.text for h in top], q.question, ratio)
-        context = context_block([top[i].heading for i in r.kept or []], r.texts)
-        recalls.append(context_token_recall(context, q.answers))
-        ins, outs = ins + r.tokens_in, outs + r.tokens_out
-    return recalls, ins / max(outs, 1)
+    contexts = [TuneContext(q.question, q.answers, [h.heading for h in t], [h.text for h in t]) for q, t in tops]
+    return context_recalls(comp, contexts, ratio)
 
 
 def write_held_out(folder: Path) -> None:

@@ -76,6 +76,19 @@ def loss_upper_bound(base: Sequence[float], kept: Sequence[float]) -> float:
     return float(statistics.mean(diffs) + ONE_SIDED_95 * spread / len(diffs) ** 0.5)
 
 
+def context_recalls(comp: Compressor, contexts: Sequence[TuneContext], ratio: float) -> tuple[list[float], float]:
+    """Each context's context token recall after `comp` at `ratio` (titles of the passages it keeps, as the prompt
+    shows them), and the realized ratio over all of them (context tokens in / out).
+    """
+    recalls, tokens_in, tokens_out = [], 0, 0
+    for c in contexts:
+        r = comp.compress(list(c.texts), c.question, ratio)
+        kept = r.kept if r.kept is not None else list(range(len(c.texts)))
+        recalls.append(context_token_recall(context_block([c.titles[i] for i in kept], r.texts), c.answers))
+        tokens_in, tokens_out = tokens_in + r.tokens_in, tokens_out + r.tokens_out
+    return recalls, tokens_in / max(tokens_out, 1)
+
+
 def tune_pruned_auto(
     make: Callable[[AutoPrunedConfig], Compressor],
     contexts: Sequence[TuneContext],
@@ -99,12 +112,7 @@ def tune_pruned_auto(
     grid = list(itertools.product(shares, whole))
     for share, kept_whole in grid:
         comp = make(base.model_copy(update={"relevance_share": share, "whole_passages": kept_whole}))
-        recalls, tokens_in, tokens_out = [], 0, 0
-        for c in contexts:
-            r = comp.compress(list(c.texts), c.question, ratio)
-            kept = r.kept if r.kept is not None else list(range(len(c.texts)))
-            recalls.append(context_token_recall(context_block([c.titles[i] for i in kept], r.texts), c.answers))
-            tokens_in, tokens_out = tokens_in + r.tokens_in, tokens_out + r.tokens_out
+        recalls, realized = context_recalls(comp, contexts, ratio)
         points.append(
             TunedPoint(
                 relevance_share=share,
@@ -112,7 +120,7 @@ def tune_pruned_auto(
                 recall=statistics.mean(recalls),
                 loss=statistics.mean(uncompressed) - statistics.mean(recalls),
                 loss_bound=loss_upper_bound(uncompressed, recalls),
-                ratio=tokens_in / max(tokens_out, 1),
+                ratio=realized,
             )
         )
         if advance:
