@@ -319,7 +319,10 @@ def tune_pruning(
         Path,
         typer.Option(help="JSONL tune questions with reference answers: never the set a sweep will judge you on."),
     ],
-    config_file: ConfigOption = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option("--config", help="A sweep's YAML file: its index, embedder, retrieval, generator, compressor."),
+    ] = None,
     index_path: Annotated[
         Path | None, typer.Option("--index", help="LanceDB folder built with --sentence-vectors.")
     ] = None,
