@@ -129,7 +129,7 @@ def main() -> None:
     from corpus.retrieve import LanceRetriever
     from corpus.sentences import SentenceVectors
     from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig, PrunedCompressor
-    from eval.compress.tuning import SHARES, WHOLE, loss_upper_bound
+    from eval.compress.tuning import SHARES, WHOLE, TunedPoint, loss_upper_bound
     from eval.metrics import context_token_recall
     from eval.prompt import context_block
     from eval.rerank import DenseReranker
@@ -140,8 +140,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="cribsheet-pruned-domains-"))
     selectors: dict[str, tuple[Any, float]] = {}
     results: dict[str, dict[str, dict[str, tuple[float, float]]]] = {}
-    bounds: dict[str, dict[str, float]] = {}
-    """Domain -> auto setting -> one-sided 95 % upper bound of its tune-split loss."""
+    tuned: dict[str, dict[str, TunedPoint]] = {}
+    """Domain -> auto setting -> its tune-split figures with the loss's one-sided 95 % upper bound."""
+    knobs: dict[str, tuple[float, int]] = {}
     for domain, (index, splits) in domains(work, emb).items():
         retriever, reranker, stored = LanceRetriever(index, emb), DenseReranker(emb), SentenceVectors(index)
         selectors = {
@@ -150,6 +151,7 @@ def main() -> None:
         }
         for share, whole in itertools.product(SHARES, WHOLE):
             config = AutoPrunedConfig(relevance_share=share, whole_passages=whole)
+            knobs[f"auto s{share} w{whole}"] = (share, whole)
             selectors[f"auto s{share} w{whole}"] = (
                 AutoPrunedCompressor(count, emb, stored, config),
                 8.0,
@@ -164,8 +166,14 @@ def main() -> None:
             for name, (comp, ratio) in selectors.items():
                 recalls, realized = selector_recalls(comp, tops, ratio)
                 row[name] = (statistics.mean(recalls), realized)
-                if split == "tune" and name.startswith("auto"):
-                    bounds.setdefault(domain, {})[name] = loss_upper_bound(base, recalls)
+                if split == "tune" and name in knobs:
+                    tuned.setdefault(domain, {})[name] = TunedPoint(
+                        *knobs[name],
+                        recall=row[name][0],
+                        loss=row["none"][0] - row[name][0],
+                        loss_bound=loss_upper_bound(base, recalls),
+                        ratio=realized,
+                    )
             results.setdefault(domain, {})[split] = row
             print(
                 f"{domain} {split}: {len(questions)} questions, uncompressed context token recall {row['none'][0]:.3f}"
@@ -191,13 +199,13 @@ def main() -> None:
             for d, loss in zip(results, losses(name, "tune"), strict=True)
         )
         print(f"{name:<22}{cells}{mean_ratio(name, 'tune'):>10.2f}{'  <- chosen' if name == chosen else ''}")
-    per_corpus = {d: per_corpus_choice(results[d]["tune"], bounds[d], chosen) for d in results}
+    per_corpus = {d: per_corpus_choice(tuned[d], chosen) for d in results}
     print("\nper corpus: the largest realized ratio whose tune loss is within 5 points with 95 % confidence")
     for d, name in per_corpus.items():
-        loss = results[d]["tune"]["none"][0] - results[d]["tune"][name][0]
+        point = tuned[d][name]
         print(
-            f"  {d:<14}{name:<22} tune loss {100 * loss:.1f} points (upper bound {100 * bounds[d][name]:.1f}), "
-            f"{results[d]['tune'][name][1]:.2f}x"
+            f"  {d:<14}{name:<22} tune loss {100 * point.loss:.1f} points (upper bound {100 * point.loss_bound:.1f}), "
+            f"{point.ratio:.2f}x"
         )
     print(f"\nheld-out splits (scored once): the default {chosen} and the per-corpus choice beside the fixed selectors")
     figures: dict[str, Any] = {"chosen": chosen, "per_corpus": per_corpus}
@@ -213,11 +221,13 @@ def main() -> None:
     print(json.dumps(figures, sort_keys=True))
 
 
-def per_corpus_choice(tune: dict[str, tuple[float, float]], bounds: dict[str, float], default: str) -> str:
-    """The auto setting with the largest realized ratio on one domain's tune split whose loss's upper bound is
-    within `MAX_LOSS` (`default` when none is)."""
-    ok = [n for n, bound in bounds.items() if bound <= MAX_LOSS]
-    return max(ok, key=lambda n: (tune[n][1], n)) if ok else default
+def per_corpus_choice(tuned: dict[str, Any], default: str) -> str:
+    """The auto setting `cribsheet tune-pruning` would choose on one domain's tune split (name -> TunedPoint):
+    the largest realized ratio whose loss's upper bound is within `MAX_LOSS` (`default` when none is)."""
+    from eval.compress.tuning import choose
+
+    best = choose(list(tuned.values()), MAX_LOSS)
+    return next(n for n, p in tuned.items() if p is best) if best else default
 
 
 if __name__ == "__main__":

@@ -125,6 +125,10 @@ def tune_pruned_auto(
         )
         if advance:
             advance(len(points), len(grid))
+    return PruningTuning(len(contexts), statistics.mean(uncompressed), max_loss, points, choose(points, max_loss))
+
+
+def choose(points: Sequence[TunedPoint], max_loss: float) -> TunedPoint | None:
+    """The point with the largest realized ratio whose loss bound is within `max_loss` (None: no point is)."""
     ok = [p for p in points if p.loss_bound <= max_loss]
-    chosen = max(ok, key=lambda p: (p.ratio, p.relevance_share, p.whole_passages)) if ok else None
-    return PruningTuning(len(contexts), statistics.mean(uncompressed), max_loss, points, chosen)
+    return max(ok, key=lambda p: (p.ratio, p.relevance_share, p.whole_passages)) if ok else None
