@@ -19,9 +19,10 @@ of the question the context has stays) on. Two choices, both made on the tune sp
 - the default (one setting for every corpus): the auto setting with the largest mean realized ratio whose
   context token recall is within 5 points of uncompressed on every tune split (else the smallest worst loss);
 - per corpus (what a user tuning on their own questions gets): for each domain, the auto setting with the
-  largest realized ratio whose loss is within 5 points with 95 % confidence on that domain's tune split (the
-  one-sided upper bound of the paired per-question loss, mean + 1.645 standard errors, is at most 5 points),
-  so a setting that passes on the tune split by chance is not taken.
+  fewest prompt tokens the prefill pays (titles, question and template included) whose loss is within 5 points
+  with 95 % confidence on that domain's tune split (the one-sided upper bound of the paired per-question loss,
+  mean + 1.645 standard errors, is at most 5 points), so a setting that passes on the tune split by chance is
+  not taken.
 Prints the tune grid, then the held-out figures of both choices beside the fixed 4x and 8x, and one JSON
 line.
 
@@ -86,17 +87,24 @@ def domains(work: Path, emb: Any) -> dict[str, tuple[Path, dict[str, list[Any]]]
 def selector_recall(comp: Any, tops: list[tuple[Any, list[Any]]], ratio: float) -> tuple[float, float]:
     """Mean context token recall of what `comp` leaves of each question's top-k at `ratio`, and the realized
     ratio (tokens in / tokens out over all questions)."""
-    recalls, realized = selector_recalls(comp, tops, ratio)
-    return statistics.mean(recalls), realized
+    left = selector_recalls(comp, tops, ratio)
+    return statistics.mean(left.recalls), left.ratio
 
 
-def selector_recalls(comp: Any, tops: list[tuple[Any, list[Any]]], ratio: float) -> tuple[list[float], float]:
-    """Each question's context token recall of what `comp` leaves of its top-k at `ratio`, and the realized
-    ratio (tokens in / tokens out over all questions): what `cribsheet tune-pruning` measures."""
-    from eval.compress.tuning import TuneContext, context_recalls
+def tune_contexts(tops: list[tuple[Any, list[Any]]]) -> list[Any]:
+    """Each question's top-k as `cribsheet tune-pruning` holds it."""
+    from eval.compress.tuning import TuneContext
 
-    contexts = [TuneContext(q.question, q.answers, [h.heading for h in t], [h.text for h in t]) for q, t in tops]
-    return context_recalls(comp, contexts, ratio)
+    return [TuneContext(q.question, q.answers, [h.heading for h in t], [h.text for h in t]) for q, t in tops]
+
+
+def selector_recalls(comp: Any, tops: list[tuple[Any, list[Any]]], ratio: float, prompt: Any = None) -> Any:
+    """Each question's context token recall of what `comp` leaves of its top-k at `ratio`, the realized ratio
+    (tokens in / tokens out over all questions) and, with `prompt`, the mean prompt tokens the prefill pays:
+    what `cribsheet tune-pruning` measures."""
+    from eval.compress.tuning import context_recalls
+
+    return context_recalls(comp, tune_contexts(tops), ratio, prompt)
 
 
 def write_held_out(folder: Path) -> None:
@@ -129,13 +137,13 @@ def main() -> None:
     from corpus.retrieve import LanceRetriever
     from corpus.sentences import SentenceVectors
     from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig, PrunedCompressor
-    from eval.compress.tuning import SHARES, WHOLE, TunedPoint, loss_upper_bound
+    from eval.compress.tuning import SHARES, WHOLE, TunedPoint, loss_upper_bound, uncompressed_prompt_tokens
     from eval.metrics import context_token_recall
     from eval.prompt import context_block
     from eval.rerank import DenseReranker
-    from eval.run.tune_pruning import token_counter
+    from eval.run.tune_pruning import prompt_counter, token_counter
 
-    count = token_counter(None)
+    count, prompt = token_counter(None), prompt_counter(None)
     emb = SentenceTransformerEmbedder()
     work = Path(tempfile.mkdtemp(prefix="cribsheet-pruned-domains-"))
     selectors: dict[str, tuple[Any, float]] = {}
@@ -163,16 +171,19 @@ def main() -> None:
                 for q, t in tops
             ]
             row: dict[str, tuple[float, float]] = {"none": (statistics.mean(base), 1.0)}
+            full_prompt = uncompressed_prompt_tokens(tune_contexts(tops), prompt) if split == "tune" else None
             for name, (comp, ratio) in selectors.items():
-                recalls, realized = selector_recalls(comp, tops, ratio)
-                row[name] = (statistics.mean(recalls), realized)
-                if split == "tune" and name in knobs:
+                left = selector_recalls(comp, tops, ratio, prompt if full_prompt else None)
+                row[name] = (statistics.mean(left.recalls), left.ratio)
+                if full_prompt and left.prompt_tokens and name in knobs:
                     tuned.setdefault(domain, {})[name] = TunedPoint(
                         *knobs[name],
                         recall=row[name][0],
                         loss=row["none"][0] - row[name][0],
-                        loss_bound=loss_upper_bound(base, recalls),
-                        ratio=realized,
+                        loss_bound=loss_upper_bound(base, left.recalls),
+                        ratio=left.ratio,
+                        prompt_tokens=left.prompt_tokens,
+                        prompt_ratio=full_prompt / left.prompt_tokens,
                     )
             results.setdefault(domain, {})[split] = row
             print(
@@ -200,13 +211,21 @@ def main() -> None:
         )
         print(f"{name:<22}{cells}{mean_ratio(name, 'tune'):>10.2f}{'  <- chosen' if name == chosen else ''}")
     per_corpus = {d: per_corpus_choice(tuned[d], chosen) for d in results}
-    print("\nper corpus: the largest realized ratio whose tune loss is within 5 points with 95 % confidence")
+    print(
+        "\nper corpus: the fewest prompt tokens whose tune loss is within 5 points with 95 % confidence "
+        "(tune loss, upper bound, context ratio, prompt tokens uncompressed / these)"
+    )
     for d, name in per_corpus.items():
         point = tuned[d][name]
         print(
             f"  {d:<14}{name:<22} tune loss {100 * point.loss:.1f} points (upper bound {100 * point.loss_bound:.1f}), "
-            f"{point.ratio:.2f}x"
+            f"{point.ratio:.2f}x, prompt {point.prompt_ratio:.2f}x"
         )
+        for other in tuned[d].values():
+            print(
+                f"      {other.name:<10} {100 * other.loss:5.1f} ({100 * other.loss_bound:5.1f}) {other.ratio:5.2f}x "
+                f"prompt {other.prompt_tokens:6.0f} tokens ({other.prompt_ratio:.2f}x)"
+            )
     print(f"\nheld-out splits (scored once): the default {chosen} and the per-corpus choice beside the fixed selectors")
     figures: dict[str, Any] = {"chosen": chosen, "per_corpus": per_corpus}
     for d in results:
@@ -223,7 +242,7 @@ def main() -> None:
 
 def per_corpus_choice(tuned: dict[str, Any], default: str) -> str:
     """The auto setting `cribsheet tune-pruning` would choose on one domain's tune split (name -> TunedPoint):
-    the largest realized ratio whose loss's upper bound is within `MAX_LOSS` (`default` when none is)."""
+    the fewest prompt tokens whose loss's upper bound is within `MAX_LOSS` (`default` when none is)."""
     from eval.compress.tuning import choose
 
     best = choose(list(tuned.values()), MAX_LOSS)

@@ -337,9 +337,9 @@ def tune_pruning(
         str | None, typer.Option(help="Whose tokenizer counts tokens (default: bundled SmolLM2).")
     ] = None,
 ) -> None:
-    """Choose pruned-auto's relevance share and passages kept whole on your own tune questions: the largest
-    realized ratio whose context token recall loss is within --max-loss with 95 % confidence. Exit 1 when no
-    setting is, 2 on bad input. Reads the index, embedder, retrieval depth, first retrieval mode and reranker,
+    """Choose pruned-auto's relevance share and passages kept whole on your own tune questions: the one with
+    the fewest prompt tokens whose context token recall loss is within --max-loss with 95 % confidence. Exit 1
+    when no setting is, 2 on bad input. Reads the index, embedder, retrieval depth, first retrieval mode and reranker,
     generator and other compressor knobs from a sweep --config; prints the `compressor:` lines to put in it.
     """
     prepare_environment()
@@ -379,15 +379,23 @@ def tune_pruning(
             result = run_tuning(inputs, base, max_loss, ratio, tick)
     except (CribsheetError, ValueError) as exc:
         fail(error_message(exc))
+    prompts = f", {result.prompt_tokens:.0f} prompt tokens" if result.prompt_tokens else ""
     out.print(
-        f"{result.questions} tune questions, top-{top_k}, uncompressed context token recall "
-        f"{result.baseline_recall:.3f}; loss in points (95 % upper bound), realized ratio:"
+        f"{result.questions} tune questions, top-{top_k}, uncompressed: context token recall "
+        f"{result.baseline_recall:.3f}{prompts}.\nLoss in points (95 % upper bound), realized context ratio, "
+        "prompt tokens the prefill pays (uncompressed / these: the end-to-end speed-up's ceiling):",
+        highlight=False,
     )
     for point in result.points:
         mark = "  <- chosen" if point is result.chosen else ""
+        prompt = (
+            f"  {point.prompt_tokens:6.0f} ({point.prompt_ratio:4.2f}x)"
+            if point.prompt_tokens and point.prompt_ratio
+            else ""
+        )
         out.print(
             f"  pruned-auto {point.name:<10} {100 * point.loss:5.1f} ({100 * point.loss_bound:5.1f})  "
-            f"{point.ratio:5.2f}x{mark}",
+            f"{point.ratio:5.2f}x{prompt}{mark}",
             highlight=False,
         )
     if result.chosen is None:

@@ -24,6 +24,10 @@ MIN_QUESTIONS = 30
 """Fewest tune questions the bound is trusted on (below it, a setting that lost nothing on a handful of
 questions would pass with a bound of 0)."""
 
+PromptCounter = Callable[[str, str], int]
+"""Tokens the prefill pays for a prompt with this context and question: the rendered prompt less its cached
+stable prefix (passage titles, question and template included: they do not compress)."""
+
 
 @dataclass(frozen=True)
 class TuneContext:
@@ -49,6 +53,10 @@ class TunedPoint:
     """One-sided 95 % upper bound of that loss (mean + 1.645 standard errors of the paired differences)."""
     ratio: float
     """Realized ratio: context tokens in / out over all questions."""
+    prompt_tokens: float | None = None
+    """Mean prompt tokens the prefill pays (None: not measured)."""
+    prompt_ratio: float | None = None
+    """The uncompressed prompts' mean tokens over this setting's: the end-to-end speed-up's ceiling."""
 
     @property
     def name(self) -> str:
@@ -66,7 +74,9 @@ class PruningTuning:
     max_loss: float
     points: list[TunedPoint]
     chosen: TunedPoint | None
-    """The largest realized ratio whose loss bound is within `max_loss` (None: no setting is)."""
+    """The fastest setting whose loss bound is within `max_loss` (None: no setting is): `choose`."""
+    prompt_tokens: float | None = None
+    """Mean prompt tokens the prefill pays uncompressed (None: not measured)."""
 
 
 def loss_upper_bound(base: Sequence[float], kept: Sequence[float]) -> float:
@@ -76,17 +86,41 @@ def loss_upper_bound(base: Sequence[float], kept: Sequence[float]) -> float:
     return float(statistics.mean(diffs) + ONE_SIDED_95 * spread / len(diffs) ** 0.5)
 
 
-def context_recalls(comp: Compressor, contexts: Sequence[TuneContext], ratio: float) -> tuple[list[float], float]:
+@dataclass(frozen=True)
+class LeftContexts:
+    """What a compressor left of the tune contexts."""
+
+    recalls: list[float]
+    """Each context's context token recall."""
+    ratio: float
+    """Realized ratio over all of them (context tokens in / out)."""
+    prompt_tokens: float | None
+    """Mean prompt tokens the prefill pays (None: no prompt counter)."""
+
+
+def context_recalls(
+    comp: Compressor, contexts: Sequence[TuneContext], ratio: float, prompt: PromptCounter | None = None
+) -> LeftContexts:
     """Each context's context token recall after `comp` at `ratio` (titles of the passages it keeps, as the prompt
-    shows them), and the realized ratio over all of them (context tokens in / out).
+    shows them), the realized ratio over all of them, and with `prompt` the mean prompt tokens the prefill pays.
     """
-    recalls, tokens_in, tokens_out = [], 0, 0
+    recalls, tokens_in, tokens_out, prompts = [], 0, 0, []
     for c in contexts:
         r = comp.compress(list(c.texts), c.question, ratio)
         kept = r.kept if r.kept is not None else list(range(len(c.texts)))
-        recalls.append(context_token_recall(context_block([c.titles[i] for i in kept], r.texts), c.answers))
+        context = context_block([c.titles[i] for i in kept], r.texts)
+        recalls.append(context_token_recall(context, c.answers))
         tokens_in, tokens_out = tokens_in + r.tokens_in, tokens_out + r.tokens_out
-    return recalls, tokens_in / max(tokens_out, 1)
+        if prompt:
+            prompts.append(prompt(context, c.question))
+    return LeftContexts(recalls, tokens_in / max(tokens_out, 1), statistics.mean(prompts) if prompts else None)
+
+
+def uncompressed_prompt_tokens(contexts: Sequence[TuneContext], prompt: PromptCounter | None) -> float | None:
+    """Mean prompt tokens the prefill pays for the whole top-k (None without a prompt counter)."""
+    if prompt is None:
+        return None
+    return statistics.mean(prompt(context_block(c.titles, c.texts), c.question) for c in contexts)
 
 
 def tune_pruned_auto(
@@ -98,37 +132,45 @@ def tune_pruned_auto(
     shares: Sequence[float] = SHARES,
     whole: Sequence[int] = WHOLE,
     advance: Callable[[int, int], None] | None = None,
+    prompt: PromptCounter | None = None,
 ) -> PruningTuning:
     """Try every share x passages-kept-whole on `contexts` (the other knobs as in `base`) at ratio `ratio` as
-    the ceiling; choose the largest realized ratio whose loss is within `max_loss` with 95 % confidence, so a
+    the ceiling; choose the fastest setting whose loss is within `max_loss` with 95 % confidence (`choose`), so a
     setting that passes on these questions by chance is not taken. `advance(done, total)` is called after each
-    setting.
+    setting; `prompt` counts the prompt tokens the prefill pays.
     """
     if not contexts:
         raise ValueError("no tune questions with reference answers")
     base = base or AutoPrunedConfig()
     uncompressed = [context_token_recall(context_block(c.titles, c.texts), c.answers) for c in contexts]
+    full_prompt = uncompressed_prompt_tokens(contexts, prompt)
     points: list[TunedPoint] = []
     grid = list(itertools.product(shares, whole))
     for share, kept_whole in grid:
         comp = make(base.model_copy(update={"relevance_share": share, "whole_passages": kept_whole}))
-        recalls, realized = context_recalls(comp, contexts, ratio)
+        left = context_recalls(comp, contexts, ratio, prompt)
         points.append(
             TunedPoint(
                 relevance_share=share,
                 whole_passages=kept_whole,
-                recall=statistics.mean(recalls),
-                loss=statistics.mean(uncompressed) - statistics.mean(recalls),
-                loss_bound=loss_upper_bound(uncompressed, recalls),
-                ratio=realized,
+                recall=statistics.mean(left.recalls),
+                loss=statistics.mean(uncompressed) - statistics.mean(left.recalls),
+                loss_bound=loss_upper_bound(uncompressed, left.recalls),
+                ratio=left.ratio,
+                prompt_tokens=left.prompt_tokens,
+                prompt_ratio=full_prompt / left.prompt_tokens if full_prompt and left.prompt_tokens else None,
             )
         )
         if advance:
             advance(len(points), len(grid))
-    return PruningTuning(len(contexts), statistics.mean(uncompressed), max_loss, points, choose(points, max_loss))
+    chosen = choose(points, max_loss)
+    return PruningTuning(len(contexts), statistics.mean(uncompressed), max_loss, points, chosen, full_prompt)
 
 
 def choose(points: Sequence[TunedPoint], max_loss: float) -> TunedPoint | None:
-    """The point with the largest realized ratio whose loss bound is within `max_loss` (None: no point is)."""
+    """The fastest point whose loss bound is within `max_loss` (None: no point is): the fewest prompt tokens the
+    prefill pays where they were counted (a setting that keeps a few words of many passages also pays each one's
+    title), else the largest realized context ratio.
+    """
     ok = [p for p in points if p.loss_bound <= max_loss]
-    return max(ok, key=lambda p: (p.ratio, p.relevance_share, p.whole_passages)) if ok else None
+    return max(ok, key=lambda p: (p.prompt_ratio or 0.0, p.ratio, p.relevance_share, p.whole_passages)) if ok else None

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from corpus.embed import EMBEDDERS, Embedder
 from corpus.errors import CribsheetError, InputFileError
@@ -16,7 +18,8 @@ from corpus.retrieve import LanceRetriever, RetrievalMode
 from corpus.sentences import SentenceVectors
 from corpus.table import read_spec
 from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig, missing_sentence_vectors
-from eval.compress.tuning import MIN_QUESTIONS, PruningTuning, TuneContext, tune_pruned_auto
+from eval.compress.tuning import MIN_QUESTIONS, PromptCounter, PruningTuning, TuneContext, tune_pruned_auto
+from eval.prompt import PromptLayout
 from eval.rerank import RERANKERS, RerankerDeps
 from eval.run.runner import Progress
 
@@ -52,16 +55,35 @@ def tune_questions(path: Path, limit: int | None, minimum: int = MIN_QUESTIONS) 
     return questions
 
 
-def token_counter(generator_model: str | None) -> Callable[[str], int]:
-    """Tokens under the generator's tokenizer, without starting the engine."""
+@lru_cache(maxsize=4)
+def _tokenizer(generator_model: str | None) -> Any:
     from transformers import AutoTokenizer
 
     from eval.engine.bundled_models import smollm2_dir
 
-    tokenizer = AutoTokenizer.from_pretrained(generator_model or str(smollm2_dir()))
+    return AutoTokenizer.from_pretrained(generator_model or str(smollm2_dir()))
+
+
+def token_counter(generator_model: str | None) -> Callable[[str], int]:
+    """Tokens under the generator's tokenizer, without starting the engine."""
+    tokenizer = _tokenizer(generator_model)
 
     def count(text: str) -> int:
         return len(tokenizer.encode(text, add_special_tokens=False))
+
+    return count
+
+
+def prompt_counter(generator_model: str | None) -> PromptCounter:
+    """Prompt tokens the prefill pays, rendered as the sweep renders them (the generator's chat template), less
+    the stable prefix the engine keeps cached.
+    """
+    tokenizer = _tokenizer(generator_model)
+    layout = PromptLayout(tokenizer)
+    cached = len(tokenizer.encode(layout.stable_prefix(), add_special_tokens=False))
+
+    def count(context: str, question: str) -> int:
+        return len(tokenizer.encode(layout.render(context, question), add_special_tokens=False)) - cached
 
     return count
 
@@ -74,9 +96,11 @@ def tune_pruning(
     progress: Progress | None = None,
     embedder: Embedder | None = None,
     count: Callable[[str], int] | None = None,
+    prompt: PromptCounter | None = None,
 ) -> PruningTuning:
     """Each tune question's top-k as the sweep builds it, then every `pruned-auto` setting of the grid on them
-    (`eval.compress.tuning`); `embedder` and `count`: live ones to use instead of building them.
+    (`eval.compress.tuning`); `embedder`, `count` and `prompt`: live ones to use instead of building them from
+    the generator's tokenizer.
     """
     tick = progress or (lambda stage, done, total: None)
     questions = tune_questions(inputs.questions_path, inputs.limit, inputs.min_questions)
@@ -85,6 +109,7 @@ def tune_pruning(
     stored = SentenceVectors(inputs.index_path)
     embedder = embedder or EMBEDDERS.build(EMBEDDERS.spec(inputs.embedder), None)
     count = count or token_counter(inputs.generator_model)
+    prompt = prompt or prompt_counter(inputs.generator_model)
     retriever = LanceRetriever(inputs.index_path, embedder)
     reranker = RERANKERS.build(RERANKERS.spec(inputs.reranker), RerankerDeps(embedder=embedder, scorer=None))
     contexts: list[TuneContext] = []
@@ -101,6 +126,6 @@ def tune_pruning(
         return AutoPrunedCompressor(count, embedder, stored, config)
 
     try:
-        return tune_pruned_auto(make, contexts, base, ratio, max_loss, advance=advance)
+        return tune_pruned_auto(make, contexts, base, ratio, max_loss, advance=advance, prompt=prompt)
     except ValueError as exc:
         raise CribsheetError(str(exc)) from exc

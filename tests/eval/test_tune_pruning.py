@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,15 @@ from corpus.errors import CribsheetError
 from corpus.index import IndexOptions, sync_index
 from eval.compress import CompressionResult
 from eval.compress.extractive import AutoPrunedConfig
-from eval.compress.tuning import SHARES, WHOLE, TuneContext, loss_upper_bound, tune_pruned_auto
+from eval.compress.tuning import (
+    SHARES,
+    WHOLE,
+    TuneContext,
+    TunedPoint,
+    choose,
+    loss_upper_bound,
+    tune_pruned_auto,
+)
 from eval.run.tune_pruning import TuneInputs, tune_pruning
 from tests.fakes import HashEmbedder, count_words
 from tests.helpers import load_documents
@@ -67,6 +76,23 @@ def test_the_loss_bound_is_the_one_sided_95_percent_bound_of_the_paired_differen
         tune_pruned_auto(_Fake, [])  # type: ignore[arg-type]
 
 
+def _point(ratio: float, prompt_ratio: float | None) -> TunedPoint:
+    return TunedPoint(0.8, 0, recall=0.9, loss=0.01, loss_bound=0.02, ratio=ratio, prompt_ratio=prompt_ratio)
+
+
+def test_the_setting_with_the_fewest_prompt_tokens_wins_over_the_hardest_context_ratio() -> None:
+    # Fragments of many passages compress the context harder but pay every passage's title in the prompt.
+    fragments, whole = _point(4.0, 2.9), _point(3.5, 3.3)
+    assert choose([fragments, whole], 0.05) is whole
+    # Without a prompt count (no tokenizer), the context ratio decides.
+    assert choose([_point(4.0, None), _point(3.5, None)], 0.05) == _point(4.0, None)
+    assert choose([replace(whole, loss_bound=0.06)], 0.05) is None
+
+
+def _prompt_words(context: str, question: str) -> int:
+    return count_words(context) + count_words(question)
+
+
 def _questions(path: Path, rows: list[dict[str, object]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
@@ -81,11 +107,16 @@ def test_tuning_on_an_index_tries_the_whole_grid_on_answerable_questions(
     )
     ticks: list[tuple[str, int, int]] = []
     inputs = TuneInputs(index, tiny_questions, embedder="hash", min_questions=3)
-    result = tune_pruning(inputs, progress=lambda *t: ticks.append(t), embedder=HashEmbedder(), count=count_words)
+    result = tune_pruning(
+        inputs, progress=lambda *t: ticks.append(t), embedder=HashEmbedder(), count=count_words, prompt=_prompt_words
+    )
     assert result.questions == 3  # q4 is unanswerable: it has no answer to keep
     assert len(result.points) == len(SHARES) * len(WHOLE) and ticks[-1] == ("pruned-auto settings", 21, 21)
     assert result.chosen is not None and result.chosen.loss_bound <= 0.05
-    assert result.chosen.ratio == max(p.ratio for p in result.points if p.loss_bound <= 0.05)
+    ok = [p for p in result.points if p.loss_bound <= 0.05]
+    assert result.chosen.prompt_ratio == max(p.prompt_ratio or 0.0 for p in ok)
+    # Titles and question are in every prompt: the prompt shrinks less than the context does.
+    assert result.prompt_tokens and all(p.prompt_ratio and p.prompt_ratio < p.ratio for p in result.points)
     kept_whole = {p.whole_passages: p.ratio for p in result.points if p.relevance_share == 0.6}
     assert kept_whole[0] >= kept_whole[2]  # passages kept whole cost ratio
 
