@@ -190,7 +190,8 @@ def main() -> None:
         ]
         if second:  # a second reader, blind to the first label and to the checker
             both = [(a, p) for a, b, p in second if a == b and a != "no_claims"]
-            agreed = confusion([a == "supported" for a, _ in both], [p == "supported" for _, p in both])
+            # Counted as above: a no_claims prediction flags nothing, so it passes the answer.
+            agreed = confusion([a == "supported" for a, _ in both], [p != "unsupported" for _, p in both])
             kappa = cohen_kappa([(a, b) for a, b, _ in second])
             kappa = 1.0 if kappa is None else kappa  # both readers used one label only: they agree
             print(f"  second reading of {len(second)}: readers' kappa {kappa:.3f}; on the {len(both)} claims both")

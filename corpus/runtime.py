@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib.metadata
 import os
 from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
 
 QUIET_OFFLINE_DEFAULTS: dict[str, str] = {
     # LanceDB logs a deprecation note per hybrid query (its sub-queries omit `_distance`/`_score`, which
@@ -62,3 +64,45 @@ def release_memory() -> None:
         ctypes.CDLL(name).malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
         return
+
+
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "neon", "asimd")
+"""Instruction-set flags that change kernels (and bf16 numerics) under torch and vLLM."""
+
+
+@lru_cache(maxsize=1)
+def hardware() -> dict[str, object]:
+    """The machine running this (what a run's timings were measured on): CPU model and relevant flags, cores,
+    GPU names (nvidia-smi, when there). Read once per process.
+    """
+    import shutil
+    import subprocess
+
+    model, flags = "unknown", set[str]()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model") and model == "unknown":
+                model = value.strip()
+            elif key.strip() in ("flags", "Features") and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    gpus: list[str] = []
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout
+            gpus = [g.strip() for g in out.splitlines() if g.strip()]
+        except (OSError, subprocess.SubprocessError):
+            gpus = []
+    return {
+        "cpu": model,
+        "cpu_flags": sorted(f for f in CPU_FLAGS if f in flags),
+        "cores": os.cpu_count(),
+        "gpus": gpus,
+    }

@@ -59,8 +59,8 @@ class Setting(BaseModel):
     reranker: str = "dense"
     """Registered reranker: dense, none, query-likelihood, cross-encoder:PATH."""
     compressor: str = "none"
-    """Registered compressor: none, llmlingua, engine-lingua (query-agnostic), longllmlingua, extractive
-    (query-aware)."""
+    """Registered compressor: none, llmlingua, engine-lingua, pruned-agnostic (query-agnostic), longllmlingua,
+    extractive, pruned, pruned-auto (query-aware)."""
     target_ratio: float = Field(default=1.0, ge=1.0)
     """Requested compression ratio tokens_in / tokens_out (1.0 = no compression)."""
     output: OutputMode = "text"
@@ -152,13 +152,13 @@ class GridConfig(BaseModel):
     layouts: list[Literal["ranked", "edges"]] = Field(
         default_factory=lambda: list[Literal["ranked", "edges"]](["ranked"])
     )
+    """Passage orders in the prompt."""
     outputs: list[OutputMode] = Field(default_factory=lambda: list[OutputMode](["text"]))
     """Answer formats: text, cited-json."""
     answer_caches: list[Annotated[float, Field(ge=0.0, le=1.0)] | None] = Field(
         default_factory=lambda: list[float | None]([None])
     )
     """Semantic answer cache thresholds (cosine similarity in [0, 1]); None = off."""
-    """Passage orders in the prompt."""
 
     @model_validator(mode="after")
     def _top_ks_in_grid(self) -> GridConfig:

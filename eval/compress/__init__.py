@@ -1,6 +1,7 @@
 """Compressors behind one Protocol, registered by name: none, llmlingua (query-agnostic), longllmlingua
-(query-aware), engine-lingua (word pruning scored by the vLLM engine, query-agnostic) and extractive
-(embedder sentence selection, query-aware). Importing the package registers all five.
+(query-aware), engine-lingua (word pruning scored by the vLLM engine, query-agnostic), extractive (embedder
+sentence selection, query-aware), pruned and pruned-auto (the same on the index's unit vectors, by ratio or by
+relevance mass) and pruned-agnostic (their query-agnostic twin). Importing the package registers all eight.
 """
 
 from eval.compress import engine, extractive, lingua

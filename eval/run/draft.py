@@ -55,7 +55,9 @@ class RetrievalPart(Part):
 class CompressionPart(Part):
     """The context as it went into the prompt."""
 
-    context_chunk_ids: str = "[]"
+    context_chunk_ids: str | None = "[]"
+    """JSON list of the prompt's chunk ids in prompt order (None: a compressor merged passages without saying
+    which); a failed compression: the chunk ids it was given."""
     context_text: str | None = None
     context_tokens_in: int | None = None
     context_tokens_out: int | None = None

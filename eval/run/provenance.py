@@ -14,7 +14,7 @@ from pathlib import Path
 from corpus.cluster import RayOptions
 from corpus.models import Question
 from corpus.retrieve import IndexIdentity
-from corpus.runtime import installed_versions
+from corpus.runtime import hardware, installed_versions
 from eval.settings import Setting, SweepConfig, setting_json
 from eval.store import dumps
 from eval.store.rows import QuestionRow, RunRow, SettingRow
@@ -122,45 +122,6 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "neon", "asimd")
-"""Instruction-set flags that change kernels (and bf16 numerics) under torch and vLLM."""
-
-
-def hardware() -> dict[str, object]:
-    """The machine a run measured: CPU model and relevant flags, cores, GPU names (nvidia-smi, when there)."""
-    import os
-    import shutil
-
-    model, flags = "unknown", set[str]()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("model name", "Model") and model == "unknown":
-                model = value.strip()
-            elif key.strip() in ("flags", "Features") and not flags:
-                flags = set(value.split())
-    except OSError:
-        pass
-    gpus: list[str] = []
-    if shutil.which("nvidia-smi"):
-        try:
-            out = subprocess.run(
-                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-            ).stdout
-            gpus = [g.strip() for g in out.splitlines() if g.strip()]
-        except (OSError, subprocess.SubprocessError):
-            gpus = []
-    return {
-        "cpu": model,
-        "cpu_flags": sorted(f for f in CPU_FLAGS if f in flags),
-        "cores": os.cpu_count(),
-        "gpus": gpus,
-    }
 
 
 def hardware_digest() -> tuple[str, str]:

@@ -194,7 +194,7 @@ class SettingRunner:
             )
             order = arrange(len(comp.texts), setting.layout)
             titles = [hits[kept[j]].heading for j in order] if kept is not None else [""] * len(order)
-            ids = [hits[kept[j]].chunk_id for j in order] if kept is not None else [h.chunk_id for h in hits]
+            ids = [hits[kept[j]].chunk_id for j in order] if kept is not None else None  # NULL: unknown
             context = context_block(titles, [comp.texts[j] for j in order])
             # A compressor that merged passages without saying which: the prompt's passages are still numbered
             # (a citation of one is valid), but their documents are unknown (no citation precision).
@@ -203,7 +203,7 @@ class SettingRunner:
             draft.gold_docs = list(q.gold_doc_ids)
             realized = comp.ratio if comp.tokens_out else None
             draft.compression = CompressionPart(
-                context_chunk_ids=dumps(ids),
+                context_chunk_ids=dumps(ids) if ids is not None else None,
                 context_text=context,
                 context_tokens_in=comp.tokens_in,
                 context_tokens_out=comp.tokens_out,

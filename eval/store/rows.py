@@ -117,8 +117,9 @@ class SampleRow(Row):
     """Share of gold documents among all retrieved candidates (before the top-k cut)."""
     layout: str | None = None
     """ranked | edges: passage order in the prompt."""
-    context_chunk_ids: str = "[]"
-    """JSON list of chunk ids in prompt order."""
+    context_chunk_ids: str | None = "[]"
+    """JSON list of the prompt's chunk ids in prompt order; NULL where a compressor merged passages without
+    saying which (the prompt's passages are then untitled); a failed compression: the chunk ids it was given."""
     context_text: str | None = None
     context_tokens_in: int | None = None
     context_tokens_out: int | None = None

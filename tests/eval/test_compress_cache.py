@@ -22,7 +22,7 @@ def _model(tmp_path: Path, payload: bytes = b"\x01" * 4096) -> Path:
     return folder
 
 
-def test_every_part_of_the_identity_changes_the_key(tmp_path: Path) -> None:
+def test_every_part_of_the_identity_changes_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = _model(tmp_path)
     config = LLMLinguaConfig(model=str(model)).model_dump()
     code = code_version(HalvingCompressor)
@@ -35,6 +35,10 @@ def test_every_part_of_the_identity_changes_the_key(tmp_path: Path) -> None:
         "model path": compressor_identity("llmlingua", config, str(tmp_path / "other"), code),
         "code version": compressor_identity("llmlingua", config, str(model), code_version(MemoryCache)),
     }
+    # Another machine: an entry's seconds are the cold cost a sample is billed, so its entries are not ours.
+    with monkeypatch.context() as m:
+        m.setattr("eval.compress.identity.hardware", lambda: {"cpu": "another CPU", "cores": 64, "gpus": []})
+        variants["machine"] = compressor_identity("llmlingua", config, str(model), code)
     (model / "model.safetensors").write_bytes(b"\x02" * 4096)  # re-trained weights, same size and path
     os.utime(model / "model.safetensors", ns=(1, 1))
     variants["weights"] = compressor_identity("llmlingua", config, str(model), code)

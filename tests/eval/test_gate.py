@@ -342,3 +342,15 @@ def test_latency_tolerance_is_the_same_slack_whatever_speed_up_is_demanded() -> 
     assert hold.verdict == nudge.verdict == "pass"  # 0.985 clears 0.95 and 0.9595
     strict = judge_latency(LatencyRule(min_speedup=1.01, tolerance=0.0), base, cand, policy)
     assert strict.verdict == "fail"
+
+
+def test_engine_precision_of_the_samples_is_noted_where_the_run_level_one_cannot_see_it(store: DuckDBStore) -> None:
+    """On Ray the run's precision is its first worker's; each row's own says what the setting ran at."""
+    base = baseline_values()
+    fill(store, "r1", {"base": base, "cand": dict(base)})
+    assert not any("precision" in n for n in gate(store, "base", "cand", POLICY, run="r1").notes)
+    with store.transaction() as con:  # the candidate's rows came from a worker that ran float32
+        con.execute("UPDATE samples SET engine_precision = 'bfloat16' WHERE setting_name = 'base'")
+        con.execute("UPDATE samples SET engine_precision = 'float32' WHERE setting_name = 'cand'")
+    notes = gate(store, "base", "cand", POLICY, run="r1").notes
+    assert "engine precision of the samples: bfloat16 vs float32" in notes

@@ -12,7 +12,7 @@ import pytest
 
 from corpus.embed import bundled_minilm_path
 from corpus.models import Hit
-from eval.compress import EngineLinguaCompressor, ExtractiveCompressor
+from eval.compress import CompressionResult, EngineLinguaCompressor, ExtractiveCompressor
 from eval.compress.cache import Cached, LanceCompressionCache, MemoryCache, cache_key
 from eval.prompt import PromptLayout, arrange
 from eval.rerank import CrossEncoderReranker, QueryLikelihoodReranker, RerankerDeps, build_reranker
@@ -280,3 +280,27 @@ def test_vector_cache_embeds_each_text_once_and_starts_over_when_full() -> None:
     cache(["e f", "g h"])  # 2 cached + 2 new > 3: starts over with the new ones
     cache(["a b"])
     assert emb.documents_embedded == 5
+
+
+class _Merging(HalvingCompressor):
+    """Merges every passage into one text without saying which went in (kept=None)."""
+
+    def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
+        text = " ".join(passages)
+        return CompressionResult(texts=[text], tokens_in=count_words(text), tokens_out=count_words(text), seconds=0.0)
+
+
+def test_chunk_ids_of_merged_passages_are_null_not_the_compressors_input(setup: SweepSetup) -> None:
+    """Which chunks a merged text came from is unknown: NULL, never the input ids posing as the prompt's."""
+    config, components = setup
+    result = run_sweep(config, components(halving=_Merging()))
+    con = duckdb.connect(result.store_path)
+    rows = con.execute(
+        "SELECT top_k, context_chunk_ids FROM samples WHERE compressor = 'halving' AND status = 'ok'"
+    ).fetchall()
+    con.close()
+    assert {k for k, _ in rows} == {1, 3}
+    # top-1: one passage in, one text out: its source is certain.
+    assert all(len(json.loads(ids)) == 1 for k, ids in rows if k == 1)
+    # top-3: three passages merged into one text: unknown.
+    assert all(ids is None for k, ids in rows if k == 3)
