@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,19 +15,23 @@ import pytest
 
 from corpus.runtime import QUIET_OFFLINE_DEFAULTS
 
-# Prefect configures its loggers when first imported (collecting the flow tests), before any fixture runs;
-# at INFO its temporary server logs "Stopping ..." at exit into pytest's closed output ("Logging error").
+# Prefect reads its settings once, when first imported (collecting the flow tests), before any fixture runs:
+# what it must see is set here, at import. At INFO its temporary server logs "Stopping ..." at exit into
+# pytest's closed output ("Logging error"); a home of its own per test process keeps the user's ~/.prefect
+# out of it; and a fresh home's migrations take about 18 s, near the default 20 s the temporary server is
+# given to start (on a busy machine they take longer).
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
+PREFECT_TEST_HOME = Path(tempfile.mkdtemp(prefix="cribsheet-test-prefect-"))
+atexit.register(shutil.rmtree, PREFECT_TEST_HOME, ignore_errors=True)
+os.environ["PREFECT_HOME"] = str(PREFECT_TEST_HOME)
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "180"
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _isolated_env(tmp_path_factory: pytest.TempPathFactory) -> None:
+def _isolated_env() -> None:
     mp = pytest.MonkeyPatch()
-    home = tmp_path_factory.mktemp("prefect")
-    mp.setenv("PREFECT_HOME", str(home))
-    mp.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    mp.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     for key, value in QUIET_OFFLINE_DEFAULTS.items():
         mp.setenv(key, value)
 

@@ -62,3 +62,14 @@ def test_warm_closes_the_engine_when_warming_fails(monkeypatch: pytest.MonkeyPat
     result = CliRunner().invoke(app, ["warm"])
     assert result.exit_code == 2 and "the engine died while warming" in result.output
     assert len(made) == 1 and made[0].closed  # no engine process left behind
+
+
+def test_flows_under_test_run_in_their_own_prefect_home_with_room_for_its_server_to_start() -> None:
+    """Prefect reads its settings once, at import: set later (in a fixture), they would not be seen."""
+    import os
+
+    from prefect.settings import PREFECT_HOME, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+
+    assert PREFECT_HOME.value() == Path(os.environ["PREFECT_HOME"]) != Path.home() / ".prefect"
+    assert PREFECT_HOME.value().name.startswith("cribsheet-test-prefect-")
+    assert PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value() == 180
