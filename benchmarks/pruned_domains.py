@@ -86,8 +86,10 @@ def domains(work: Path, emb: Any) -> dict[str, tuple[Path, dict[str, list[Any]]]
 
 def selector_recall(comp: Any, tops: list[tuple[Any, list[Any]]], ratio: float) -> tuple[float, float]:
     """Mean context token recall of what `comp` leaves of each question's top-k at `ratio`, and the realized
-    ratio (tokens in / tokens out over all questions)."""
-    left = selector_recalls(comp, tops, ratio)
+    ratio (tokens in / tokens out over all questions): what `cribsheet tune-pruning` measures."""
+    from eval.compress.tuning import context_recalls
+
+    left = context_recalls(comp, tune_contexts(tops), ratio)
     return statistics.mean(left.recalls), left.ratio
 
 
@@ -96,15 +98,6 @@ def tune_contexts(tops: list[tuple[Any, list[Any]]]) -> list[Any]:
     from eval.compress.tuning import TuneContext
 
     return [TuneContext(q.question, q.answers, [h.heading for h in t], [h.text for h in t]) for q, t in tops]
-
-
-def selector_recalls(comp: Any, tops: list[tuple[Any, list[Any]]], ratio: float, prompt: Any = None) -> Any:
-    """Each question's context token recall of what `comp` leaves of its top-k at `ratio`, the realized ratio
-    (tokens in / tokens out over all questions) and, with `prompt`, the mean prompt tokens the prefill pays:
-    what `cribsheet tune-pruning` measures."""
-    from eval.compress.tuning import context_recalls
-
-    return context_recalls(comp, tune_contexts(tops), ratio, prompt)
 
 
 def write_held_out(folder: Path) -> None:
@@ -137,7 +130,7 @@ def main() -> None:
     from corpus.retrieve import LanceRetriever
     from corpus.sentences import SentenceVectors
     from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig, PrunedCompressor
-    from eval.compress.tuning import SHARES, WHOLE, TunedPoint, loss_upper_bound, uncompressed_prompt_tokens
+    from eval.compress.tuning import SHARES, WHOLE, TunedPoint, tune_pruned_auto
     from eval.metrics import context_token_recall
     from eval.prompt import context_block
     from eval.rerank import DenseReranker
@@ -149,8 +142,8 @@ def main() -> None:
     selectors: dict[str, tuple[Any, float]] = {}
     results: dict[str, dict[str, dict[str, tuple[float, float]]]] = {}
     tuned: dict[str, dict[str, TunedPoint]] = {}
-    """Domain -> auto setting -> its tune-split figures with the loss's one-sided 95 % upper bound."""
-    knobs: dict[str, tuple[float, int]] = {}
+    """Domain -> auto setting -> its tune-split figures, as `cribsheet tune-pruning` measures them."""
+    per_corpus: dict[str, str] = {}
     for domain, (index, splits) in domains(work, emb).items():
         retriever, reranker, stored = LanceRetriever(index, emb), DenseReranker(emb), SentenceVectors(index)
         selectors = {
@@ -159,11 +152,14 @@ def main() -> None:
         }
         for share, whole in itertools.product(SHARES, WHOLE):
             config = AutoPrunedConfig(relevance_share=share, whole_passages=whole)
-            knobs[f"auto s{share} w{whole}"] = (share, whole)
             selectors[f"auto s{share} w{whole}"] = (
                 AutoPrunedCompressor(count, emb, stored, config),
                 8.0,
             )
+
+        def make(config: AutoPrunedConfig, stored: Any = stored) -> AutoPrunedCompressor:
+            return AutoPrunedCompressor(count, emb, stored, config)
+
         for split, questions in splits.items():
             tops = [(q, reranker.rerank(q.question, retriever.retrieve(q.question, 20))[:8]) for q in questions]
             base = [
@@ -171,20 +167,15 @@ def main() -> None:
                 for q, t in tops
             ]
             row: dict[str, tuple[float, float]] = {"none": (statistics.mean(base), 1.0)}
-            full_prompt = uncompressed_prompt_tokens(tune_contexts(tops), prompt) if split == "tune" else None
+            if split == "tune":  # the auto grid through tune-pruning's own loop and rule
+                tuning = tune_pruned_auto(make, tune_contexts(tops), max_loss=MAX_LOSS, prompt=prompt)
+                tuned[domain] = {f"auto {point.name}": point for point in tuning.points}
+                row |= {name: (point.recall, point.ratio) for name, point in tuned[domain].items()}
+                if tuning.chosen is not None:
+                    per_corpus[domain] = f"auto {tuning.chosen.name}"
             for name, (comp, ratio) in selectors.items():
-                left = selector_recalls(comp, tops, ratio, prompt if full_prompt else None)
-                row[name] = (statistics.mean(left.recalls), left.ratio)
-                if full_prompt and left.prompt_tokens and name in knobs:
-                    tuned.setdefault(domain, {})[name] = TunedPoint(
-                        *knobs[name],
-                        recall=row[name][0],
-                        loss=row["none"][0] - row[name][0],
-                        loss_bound=loss_upper_bound(base, left.recalls),
-                        ratio=left.ratio,
-                        prompt_tokens=left.prompt_tokens,
-                        prompt_ratio=full_prompt / left.prompt_tokens,
-                    )
+                if name not in row:
+                    row[name] = selector_recall(comp, tops, ratio)
             results.setdefault(domain, {})[split] = row
             print(
                 f"{domain} {split}: {len(questions)} questions, uncompressed context token recall {row['none'][0]:.3f}"
@@ -210,7 +201,7 @@ def main() -> None:
             for d, loss in zip(results, losses(name, "tune"), strict=True)
         )
         print(f"{name:<22}{cells}{mean_ratio(name, 'tune'):>10.2f}{'  <- chosen' if name == chosen else ''}")
-    per_corpus = {d: per_corpus_choice(tuned[d], chosen) for d in results}
+    per_corpus = {d: per_corpus.get(d, chosen) for d in results}  # none qualifies: the default
     print(
         "\nper corpus: the fewest prompt tokens whose tune loss is within 5 points with 95 % confidence "
         "(tune loss, upper bound, context ratio, prompt tokens uncompressed / these)"
@@ -238,15 +229,6 @@ def main() -> None:
             figures[f"{d}_{key}_loss_points"] = round(100 * loss, 1)
             figures[f"{d}_{key}_ratio"] = round(ratio, 2)
     print(json.dumps(figures, sort_keys=True))
-
-
-def per_corpus_choice(tuned: dict[str, Any], default: str) -> str:
-    """The auto setting `cribsheet tune-pruning` would choose on one domain's tune split (name -> TunedPoint):
-    the fewest prompt tokens whose loss's upper bound is within `MAX_LOSS` (`default` when none is)."""
-    from eval.compress.tuning import choose
-
-    best = choose(list(tuned.values()), MAX_LOSS)
-    return next(n for n, p in tuned.items() if p is best) if best else default
 
 
 if __name__ == "__main__":
