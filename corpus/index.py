@@ -8,6 +8,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,18 @@ from corpus.errors import CribsheetError
 from corpus.index_batch import Batch, BatchPool, EmbeddedBatch, LocalBatches, RayBatches, document_coverage
 from corpus.models import Document
 from corpus.runtime import release_memory
-from corpus.sentences import UNIT_TABLE, add_sentences, can_pool_sentences
+from corpus.sentences import SENTENCE_TABLE, UNIT_TABLE, add_sentences, can_pool_sentences
+from corpus.snapshot import (
+    IndexSnapshot,
+    commit_snapshot,
+    latest_snapshot,
+    side_table_name,
+    table_names,
+    uncovered_tables,
+)
 from corpus.sources import Skipped
 from corpus.table import (
+    BUILD_KEY,
     REPORT_FILE,
     SPEC_KEY,
     TABLE,
@@ -35,6 +45,8 @@ from corpus.table import (
     table_schema,
     write_fresh,
 )
+
+WRITER_LOCK = ".cribsheet-writer.lock"
 
 __all__ = [
     "REPORT_FILE",
@@ -70,13 +82,16 @@ def sync_index(
 ) -> IndexReport:
     """Bring the index at `path` in line with `docs`: embed only new or changed documents, drop deleted ones.
 
-    A first build (or a changed embedder/chunker, or `rebuild`) streams every batch into one write of a
-    new version of the table, with a new build id: the versions before it stay readable (a sweep pinned to
-    one finishes on it) until LanceDB's cleanup removes versions older than 7 days, and version numbers never
-    restart, so a table version names one build. An incremental sync
-    commits each batch with one atomic merge (a document's old chunks are replaced in the same commit that
-    adds its new ones), so every LanceDB version is readable and each document in it is entirely old or
-    entirely new; a crash leaves the previous versions intact and the next sync picks up where it stopped.
+    Every table a build writes (chunks, and with sentence vectors the `sentences-<build>` and `units-<build>`
+    side tables) is committed together by one last step, a snapshot (`corpus.snapshot`): readers open the
+    latest committed snapshot or a pinned one, never a table half-written. A first build (or a changed
+    embedder/chunker, `rebuild`, or a full build that was interrupted) streams every batch into one write of
+    a new version of the chunk table, with a new build id and side tables of its own: the previous build
+    stays whole and readable (a sweep pinned to it finishes on it) until LanceDB's cleanup removes chunk
+    versions older than 7 days, and version numbers never restart. An incremental sync commits each batch
+    with one atomic merge (a document's old chunks are replaced in the same commit that adds its new ones);
+    a crash leaves the last committed snapshot as it was and the next sync picks up where it stopped. One
+    writer at a time: a second `sync_index` on the same folder is refused while the first holds its lock.
     With `ray`, batches are chunked and embedded on Ray workers (each with its own embedder, built from its
     registered name `embedder_ref`) and written here as they return.
     """
@@ -95,29 +110,58 @@ def sync_index(
     )
     started = time.perf_counter()
     path = Path(path)
-    full = opts.rebuild or not path.exists() or _existing_spec(path) != spec
-    build_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}" if full else ""
     created = not path.exists()
-    try:
-        if ray is not None and embedder_ref is None:
-            raise CribsheetError("indexing on Ray needs the embedder's registered name (embedder_ref)")
-        pool: BatchPool = (
-            RayBatches(ray, embedder_ref or "", chunker.config, spec) if ray else LocalBatches(chunker, embedder, spec)
-        )
-        report = _sync(docs, pool, path, spec, opts, full, progress, build_id)
-    except NoDocumentsError as exc:
-        if created and path.exists():
-            shutil.rmtree(path, ignore_errors=True)
-        raise CribsheetError(_nothing_usable(str(exc), path, skipped)) from None
-    except BaseException:
-        if created and path.exists():  # a first build that failed leaves no half-written folder behind
-            shutil.rmtree(path, ignore_errors=True)
-        raise
+    with _writer_lock(path):
+        current = latest_snapshot(path)
+        interrupted = _interrupted_build(path, current)
+        full = opts.rebuild or current is None or interrupted is not None or _existing_spec(path, current) != spec
+        build_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}" if full else ""
+        try:
+            if ray is not None and embedder_ref is None:
+                raise CribsheetError("indexing on Ray needs the embedder's registered name (embedder_ref)")
+            pool: BatchPool = (
+                RayBatches(ray, embedder_ref or "", chunker.config, spec)
+                if ray
+                else LocalBatches(chunker, embedder, spec)
+            )
+            report = _sync(docs, pool, path, spec, opts, progress, build_id or (current.build_id if current else ""))
+        except NoDocumentsError as exc:
+            if created and path.exists():
+                shutil.rmtree(path, ignore_errors=True)
+            raise CribsheetError(_nothing_usable(str(exc), path, skipped)) from None
+        except BaseException:
+            if created and path.exists():  # a first build that failed leaves no half-written folder behind
+                shutil.rmtree(path, ignore_errors=True)
+            raise
     report = report.model_copy(
-        update={"path": str(path), "seconds": time.perf_counter() - started, "skipped": list(skipped)}
+        update={
+            "path": str(path),
+            "seconds": time.perf_counter() - started,
+            "skipped": list(skipped),
+            "restarted_build": interrupted,
+        }
     )
     (path / REPORT_FILE).write_text(report.model_dump_json(indent=2))
     return report
+
+
+@contextmanager
+def _writer_lock(path: Path) -> Iterator[None]:
+    """The index folder's writer lock (a file inside it): a second writer is refused at once, folder named."""
+    from filelock import FileLock, Timeout
+
+    path.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path / WRITER_LOCK), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise CribsheetError(
+            f"{path}: another `cribsheet index` is writing this index (lock {lock.lock_file}); wait for it to finish"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 class NoDocumentsError(CribsheetError):
@@ -135,11 +179,34 @@ def _nothing_usable(message: str, path: Path, skipped: Sequence[Skipped]) -> str
     return f"{message} ({counts}{'; first: ' + first if first else ''}); every skipped input: {report}"
 
 
-def _existing_spec(path: Path) -> IndexSpec | None:
+def _existing_spec(path: Path, snapshot: IndexSnapshot | None) -> IndexSpec | None:
+    if snapshot is None:
+        return None
     try:
-        return read_spec(path)
+        return read_spec(path, snapshot.chunk_version)
     except CribsheetError:
         return None
+
+
+def _interrupted_build(path: Path, snapshot: IndexSnapshot | None) -> str | None:
+    """The build id of a full build that wrote the chunk table or side tables but never committed its
+    snapshot (killed, or failed after its write): the next sync restarts it as a full build, since its
+    side tables may be partial. None when there is none.
+    """
+    if snapshot is None or not path.exists():
+        return None
+    latest = str((open_table(path).schema.metadata or {}).get(BUILD_KEY, b"").decode())
+    if latest and latest != snapshot.build_id:
+        return latest
+    orphans = [name for name in uncovered_tables(path) if name.partition("-")[0] in (SENTENCE_TABLE, UNIT_TABLE)]
+    return orphans[0].partition("-")[2] if orphans else None
+
+
+def _drop_orphans(db: Any, path: Path) -> None:
+    """Side tables no committed snapshot names (left by an interrupted full build)."""
+    for name in uncovered_tables(path):
+        if name.partition("-")[0] in (SENTENCE_TABLE, UNIT_TABLE):
+            db.drop_table(name)
 
 
 def _sync(
@@ -148,13 +215,19 @@ def _sync(
     path: Path,
     spec: IndexSpec,
     opts: IndexOptions,
-    full: bool,
     progress: Callable[[int, int], None] | None,
     build_id: str,
 ) -> IndexReport:
+    """Write the batches of a full build (`pool` has no committed snapshot of this `build_id`) or of an
+    incremental sync of the committed build `build_id`, then commit the snapshot.
+    """
     import lancedb
 
     db = lancedb.connect(str(path))
+    current = latest_snapshot(path)
+    full = current is None or current.build_id != build_id
+    if full and path.exists():
+        _drop_orphans(db, path)
     schema = table_schema(spec, build_id)
     table = None if full else db.open_table(TABLE)
     existing = {} if table is None else _doc_hashes(table)
@@ -186,23 +259,28 @@ def _sync(
         if pending:
             yield pending
 
-    sentences: Any = None
-    units: Any = None
+    names = {kind: side_table_name(kind, build_id) for kind in (SENTENCE_TABLE, UNIT_TABLE)}
+    existing_tables = set(table_names(db))
+    sentences: Any = db.open_table(names[SENTENCE_TABLE]) if names[SENTENCE_TABLE] in existing_tables else None
+    units: Any = db.open_table(names[UNIT_TABLE]) if names[UNIT_TABLE] in existing_tables else None
+    wrote_sides = False
 
     def embedded() -> Iterator[EmbeddedBatch]:
         """Each embedded batch, its coverage counted and its sentence vectors stored."""
-        nonlocal sentences, units
+        nonlocal sentences, units, wrote_sides
         for done in pool.map(batches()):
             for c in done.coverage:
                 words["parser"] += c.parser_words
                 words["indexed"] += c.indexed_words
                 if c.coverage < opts.min_coverage:
                     low.append(c)
+            # side tables before the chunks they belong to: no committed chunk lacks its sentences
             if done.sentences is not None and done.sentences.num_rows:
-                sentences = add_sentences(db, sentences, done.sentences, full)
-            if done.units is not None and (done.units.num_rows or (full and units is None)):
-                # a full build writes a new version of the unit table even when empty: no old units survive it
-                units = add_sentences(db, units, done.units, full, UNIT_TABLE)
+                sentences = add_sentences(db, sentences, done.sentences, names[SENTENCE_TABLE])
+                wrote_sides = True
+            if done.units is not None and done.units.num_rows:
+                units = add_sentences(db, units, done.units, names[UNIT_TABLE])
+                wrote_sides = True
             counts["chunks_written"] += done.data.num_rows
             yield done
             release_memory()
@@ -222,12 +300,14 @@ def _sync(
     n_chunks = table.count_rows()
     if full or counts["added"] or counts["changed"] or gone:
         _refresh_indices(table, n_chunks, opts, compact=not full)
-        if sentences is not None:
+        if wrote_sides:
             from lancedb.index import BTree
 
-            sentences.create_index("key", config=BTree(), replace=True)  # lookups stay fast as the table grows
-            if units is not None and units.count_rows():
-                units.create_index("key", config=BTree(), replace=True)
+            for side in (sentences, units):  # lookups stay fast as the tables grow
+                if side is not None:
+                    side.create_index("key", config=BTree(), replace=True)
+    if full or current is None or int(table.version) != current.chunk_version or wrote_sides:
+        current = commit_snapshot(db, table, {SENTENCE_TABLE: sentences, UNIT_TABLE: units}, build_id)
     has_ann = _has_vector_index(table)
     low.sort(key=lambda c: (c.coverage, c.doc_id))
     return IndexReport(
@@ -236,7 +316,7 @@ def _sync(
         low_coverage=low,
         path=str(path),
         spec=spec,
-        version=table.version,
+        version=current.chunk_version,
         seconds=0.0,
         rebuilt=full,
         deleted=len(gone),

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from corpus.embed import Embedder
+from corpus.snapshot import table_names
 from corpus.text import sentence_spans
 
 SENTENCE_TABLE = "sentences"
@@ -192,37 +193,20 @@ def can_pool_sentences(embedder: Any) -> bool:
     return callable(getattr(embedder, "embed_documents_with_spans", None))
 
 
-def open_sentences(db: Any) -> Any:
-    """The sentence table of a LanceDB connection, or None when the index has none."""
-    try:
-        return db.open_table(SENTENCE_TABLE)
-    except (ValueError, FileNotFoundError):
-        return None
-
-
-def open_units(db: Any) -> Any:
-    """The unit table of a LanceDB connection, or None when the index has none (built before units were
-    stored, or from documents with no outline).
-    """
-    try:
-        return db.open_table(UNIT_TABLE)
-    except (ValueError, FileNotFoundError):
-        return None
-
-
 class SentenceVectors:
-    """Lookup of stored sentence vectors by text, and of chunks' units by text, each in one filtered read."""
+    """Lookup of stored sentence vectors by text, and of chunks' units by text, each in one filtered read,
+    from the side tables of one index snapshot: the one whose chunk table is at `version` (the latest
+    committed when None), so a reader pinned to a chunk version reads the vectors and units of that build.
+    """
 
-    def __init__(self, index_path: Path) -> None:
-        import lancedb
+    def __init__(self, index_path: Path, version: int | None = None) -> None:
+        from corpus.snapshot import open_side_table, read_snapshot
 
-        db = lancedb.connect(str(index_path))
-        self.table = open_sentences(db)
-        units = open_units(db) if self.table is not None else None
+        snapshot = read_snapshot(index_path, version)
+        self.chunk_version = snapshot.chunk_version
+        self.table = open_side_table(index_path, snapshot, SENTENCE_TABLE)
+        units = open_side_table(index_path, snapshot, UNIT_TABLE) if self.table is not None else None
         self.units_table = units if units is not None and units.count_rows() else None
-        for table in (self.table, self.units_table):
-            if table is not None:  # pinned: a rebuild during the sweep writes a version this reader never sees
-                table.checkout(table.version)
 
     @property
     def available(self) -> bool:
@@ -272,20 +256,18 @@ class SentenceVectors:
         return found, costs
 
 
-def add_sentences(db: Any, sentences: Any, rows: Any, full: bool, name: str = SENTENCE_TABLE) -> Any:
-    """A batch's rows into the content-addressed table `name` (`sentences`: vectors; `units`: a chunk's
-    units), created on first use; the table. The first batch of a full build writes a new version of the
-    table: readers pinned to an earlier one keep theirs.
+def add_sentences(db: Any, table: Any, rows: Any, name: str) -> Any:
+    """A batch's rows into the content-addressed side table `name` of one build (`sentences-<build>`:
+    vectors; `units-<build>`: a chunk's units), created on first use; the table. A key already stored keeps
+    its row (a sentence shared by two chunks keeps its first chunk's vector, in a full build as in a sync).
     """
-    first = sentences is None
-    if sentences is None:
-        sentences = open_sentences(db) if name == SENTENCE_TABLE else open_units(db)
-    if sentences is None or (full and first):  # a full build: a new version (the embedder may have changed)
-        return db.create_table(name, data=rows, mode="overwrite")
-    if name == SENTENCE_TABLE and "seconds" not in sentences.schema.names:  # from before the bill was stored
-        rows = rows.drop_columns(["seconds"])
-    if full:  # a fresh table: duplicates across batches are few and harmless (content-addressed)
-        sentences.add(rows)
-    else:  # an incremental sync re-embeds changed documents: keep one row per sentence
-        sentences.merge_insert("key").when_not_matched_insert_all().execute(rows)
-    return sentences
+    keys = rows.column("key").to_pylist()
+    first = list({k: i for i, k in reversed(list(enumerate(keys)))}.values())
+    if len(first) < len(keys):  # two texts differing only in outer whitespace share a key: keep the first
+        rows = rows.take(sorted(first))
+    if table is None and name in table_names(db):
+        table = db.open_table(name)
+    if table is None:
+        return db.create_table(name, data=rows)
+    table.merge_insert("key").when_not_matched_insert_all().execute(rows)
+    return table

@@ -19,7 +19,8 @@ TABLE = "chunks"
 SPEC_KEY = b"cribsheet.index_spec"
 BUILD_KEY = b"cribsheet.build_id"
 """Metadata key of the build id: new on every full build, kept by incremental syncs."""
-INDEX_FORMAT = 3
+INDEX_FORMAT = 4
+"""4: side tables per build and committed snapshots (`corpus.snapshot`); an older index is rebuilt."""
 REPORT_FILE = "cribsheet-index-report.json"
 
 
@@ -107,6 +108,8 @@ class IndexReport(BaseModel):
     """Of those, words that reached the index."""
     low_coverage: list[DocCoverage] = Field(default_factory=list)
     """Documents below `IndexOptions.min_coverage`, lowest first."""
+    restarted_build: str | None = None
+    """The build id of a full build that never committed (killed or failed) and that this sync restarted."""
 
     @property
     def coverage(self) -> float | None:
@@ -176,9 +179,16 @@ class IndexConfig(BaseModel):
         return value
 
 
-def read_spec(path: Path) -> IndexSpec:
-    """Read the build spec of the index at `path`."""
-    table = open_table(path)
+def read_spec(path: Path, version: int | None = None) -> IndexSpec:
+    """Read the build spec of the index at `path`: of its chunk table at `version`, else of the latest
+    committed snapshot (a build in progress is not read), else of the chunk table's latest version.
+    """
+    if version is None:
+        from corpus.snapshot import latest_snapshot
+
+        snapshot = latest_snapshot(path)
+        version = snapshot.chunk_version if snapshot is not None else None
+    table = open_table(path, version)
     meta = table.schema.metadata or {}
     if SPEC_KEY not in meta:
         raise CribsheetError(f"{path}: table '{TABLE}' has no cribsheet build spec; rebuild it with `cribsheet index`")

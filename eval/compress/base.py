@@ -104,6 +104,8 @@ class CompressorDeps:
     cache: CompressionCache | None = None
     index_path: Path | None = None
     """The LanceDB index folder (the `pruned` compressors read its stored sentence vectors)."""
+    index_version: int | None = None
+    """The chunk version the sweep pinned: the `pruned` compressors read the side tables of that snapshot."""
     load_prompt_compressor: PromptCompressorLoader | None = None
     """Overrides how the llmlingua LM is loaded (tests)."""
     _loaded: dict[tuple[str, str, str], Any] = field(default_factory=dict)

@@ -136,6 +136,7 @@ def _components(
         scorer_model=scorer_model,
         cache=LanceCompressionCache(config.index_path),
         index_path=config.index_path,
+        index_version=retriever.version,
     )
     compressors = {
         name: COMPRESSORS.build(COMPRESSORS.spec(name, config.compressor.model_dump()), cdeps)
