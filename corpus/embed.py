@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.errors import CribsheetError
 from corpus.registry import Registry
+from corpus.weights import weights_fingerprint
 
 
 class Embedder(Protocol):
@@ -123,6 +124,8 @@ class SentenceTransformerEmbedder:
         self.precision = precision
         self._model = SentenceTransformer(path, device=device, model_kwargs={"dtype": getattr(torch, precision)})
         self.name = "minilm-l6-v2" if model is None else str(model)
+        self.weights = weights_fingerprint(path)
+        """What the model is: the sha256 of its weights files (part of an index's build spec)."""
         dim_of = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self.dim = int(dim_of() or 0)
         self.batch_size = batch_size

@@ -24,6 +24,7 @@ from corpus.snapshot import (
     IndexSnapshot,
     commit_snapshot,
     latest_snapshot,
+    read_spec,
     side_table_name,
     table_names,
     uncovered_tables,
@@ -41,7 +42,6 @@ from corpus.table import (
     IndexSpec,
     indexed_text,
     open_table,
-    read_spec,
     table_schema,
     write_fresh,
 )
@@ -99,6 +99,7 @@ def sync_index(
     spec = IndexSpec(
         embedder=embedder.name,
         dim=embedder.dim,
+        embedder_weights=getattr(embedder, "weights", None),
         chunker=chunker.config.model_dump(),
         precision=getattr(embedder, "precision", "float32"),
         extractors=extractors or {},

@@ -60,6 +60,12 @@ class LanceRetriever:
                 f"{path}: index was built with embedder '{self.spec.embedder}' ({self.spec.dim}-d) but the "
                 f"query embedder is '{embedder.name}' ({embedder.dim}-d); re-index or use the same embedder"
             )
+        weights = getattr(embedder, "weights", None)
+        if self.spec.embedder_weights != weights:
+            raise CribsheetError(
+                f"{path}: index was built with other weights of embedder '{embedder.name}' "
+                f"({self.spec.embedder_weights} vs {weights} now); re-index with `cribsheet index`"
+            )
         self.table = open_table(path, snapshot.chunk_version)
         self.version: int = snapshot.chunk_version
         self.embedder = embedder

@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from corpus.errors import CribsheetError
-from corpus.table import BUILD_KEY, SPEC_KEY, TABLE, open_table
+from corpus.table import BUILD_KEY, SPEC_KEY, TABLE, IndexSpec, open_table
 
 SNAPSHOT_TABLE = "snapshots"
 SIDE_TABLES: tuple[str, ...] = ("sentences", "units")
@@ -262,3 +262,20 @@ def uncovered_tables(path: Path) -> list[str]:
     for row in _snapshot_rows(path) or []:
         named |= {ref.name for ref in _from_row(row).tables.values()}
     return sorted(set(table_names(lancedb.connect(str(path)))) - named)
+
+
+def read_spec(path: Path, version: int | None = None) -> IndexSpec:
+    """Read the build spec of the index at `path`: of its chunk table at `version`, else of the latest
+    committed snapshot (a build in progress is not read), else of the chunk table's latest version.
+    """
+    if version is None:
+        snapshot = latest_snapshot(path)
+        version = snapshot.chunk_version if snapshot is not None else None
+    table = open_table(path, version)
+    meta = table.schema.metadata or {}
+    if SPEC_KEY not in meta:
+        raise CribsheetError(f"{path}: table '{TABLE}' has no cribsheet build spec; rebuild it with `cribsheet index`")
+    try:
+        return IndexSpec.model_validate(json.loads(meta[SPEC_KEY]))
+    except ValueError:
+        raise CribsheetError(f"{path}: index written by another cribsheet version; rebuild with --rebuild") from None

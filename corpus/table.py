@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +31,9 @@ class IndexSpec(BaseModel):
     embedder: str
     dim: int
     chunker: dict[str, Any]
+    embedder_weights: str | None = None
+    """sha256 of the embedder's weights files (None: an embedder without files, e.g. a test's hash
+    embedder): new weights under the same name rebuild the index, and a query with other weights is refused."""
     format: int = INDEX_FORMAT
     precision: str = "float32"
     """The embedder's compute precision (bfloat16 vectors differ slightly from float32 ones)."""
@@ -177,25 +179,6 @@ class IndexConfig(BaseModel):
         except CribsheetError as exc:
             raise ValueError(str(exc)) from None
         return value
-
-
-def read_spec(path: Path, version: int | None = None) -> IndexSpec:
-    """Read the build spec of the index at `path`: of its chunk table at `version`, else of the latest
-    committed snapshot (a build in progress is not read), else of the chunk table's latest version.
-    """
-    if version is None:
-        from corpus.snapshot import latest_snapshot
-
-        snapshot = latest_snapshot(path)
-        version = snapshot.chunk_version if snapshot is not None else None
-    table = open_table(path, version)
-    meta = table.schema.metadata or {}
-    if SPEC_KEY not in meta:
-        raise CribsheetError(f"{path}: table '{TABLE}' has no cribsheet build spec; rebuild it with `cribsheet index`")
-    try:
-        return IndexSpec.model_validate(json.loads(meta[SPEC_KEY]))
-    except ValueError:
-        raise CribsheetError(f"{path}: index written by another cribsheet version; rebuild with --rebuild") from None
 
 
 def open_table(path: Path, version: int | None = None) -> Any:

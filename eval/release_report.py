@@ -74,6 +74,7 @@ BILL = (
 
 BREAK_EVEN = (
     ("setting_name", "setting", "{}"),
+    ("baseline_setting", "against", "{}"),
     ("context_tokens", "context tokens", "{:.0f}"),
     ("realized_ratio", "realized ratio", "{:.2f}"),
     ("cold_s_per_token", "cold cost ms / 1k tokens", "{:.1f}"),
@@ -84,6 +85,25 @@ BREAK_EVEN = (
     ("speedup_16k", "at 16k tokens", "{:.2f}x"),
 )
 """Columns of the report's break-even table (`v_break_even`)."""
+
+_NEVER = frozenset({"break_even_tokens", "two_x_tokens"})
+"""Break-even columns whose NULL means the speed-up is not reached on the grid up to 16,000 tokens."""
+
+
+def break_even_cells(row: Record) -> list[str]:
+    """One `v_break_even` row as the table's cells: a length never reached on the grid is "never", any other
+    missing figure (no baseline in the run, so nothing measured) is "—"; never NULL or nan.
+    """
+    cold = row.get("cold_s_per_token")
+    values = dict(row) | {"cold_s_per_token": None if cold is None else cold * 1e6}
+    cells = []
+    for key, _, fmt in BREAK_EVEN:
+        value = values.get(key)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            cells.append("never" if key in _NEVER else "—")
+        else:
+            cells.append(fmt.format(value))
+    return cells
 
 
 def _markdown_table(columns: Sequence[tuple[str, str, str]], cells: Sequence[Sequence[str]]) -> list[str]:
@@ -100,16 +120,14 @@ def break_even_markdown(rows: Sequence[Record]) -> list[str]:
     if not rows:
         return ["No compressed setting with probe latencies in this run (`--probe-questions`)."]
     lines = [
-        "End-to-end speed-up against no compression at the same top-k, predicted from a quadratic fitted to the "
-        "run's probes (TTFT alone vs uncached prompt tokens), each compressor's cold cost per input token and "
-        "its realized ratio; measured on the same probe questions. 'pays from' and '2x from': the first length "
-        "on a 100-token grid up to 16,000 where it does (NULL: nowhere on it).",
+        "End-to-end speed-up against the same setting without compression ('against': same top-k, retrieval, "
+        "reranker, layout, output and answer cache), predicted from a quadratic fitted to the run's probes (TTFT "
+        "alone vs uncached prompt tokens), each compressor's cold cost per input token and its realized ratio; "
+        "measured against that baseline on the probe questions (—: the run has no such baseline). 'pays from' "
+        "and '2x from': the first length on a 100-token grid up to 16,000 where it does (never: nowhere on it).",
         "",
     ]
-    cells = []
-    for r in rows:
-        values = dict(r) | {"cold_s_per_token": r["cold_s_per_token"] * 1e6 if r["cold_s_per_token"] else None}
-        cells.append([_cell(values.get(k), f) for k, _, f in BREAK_EVEN])
+    cells = [break_even_cells(r) for r in rows]
     return lines + _markdown_table(BREAK_EVEN, cells)
 
 
@@ -283,14 +301,7 @@ def html_report(store: DuckDBStore, run_id: str) -> str:
         ]
         for r in rows
     ]
-    be_rows = [
-        [escape(str(r["setting_name"]))]
-        + [
-            _cell(r["cold_s_per_token"] * 1e6 if k == "cold_s_per_token" and r[k] is not None else r.get(k), f)
-            for k, _, f in BREAK_EVEN[1:]
-        ]
-        for r in be
-    ]
+    be_rows = [[escape(c) for c in break_even_cells(r)] for r in be]
     body = [
         f"<h1>cribsheet release report: run {escape(run_id)}</h1>",
         f'<p class="meta">{escape(str(run["started_at"]))} &middot; status {escape(str(run["status"]))} &middot; '
@@ -310,8 +321,11 @@ def html_report(store: DuckDBStore, run_id: str) -> str:
         "<h2>Where each compressor pays for itself</h2>",
         f"<figure>{break_even_plot(be, 'predicted end-to-end speed-up by context length')}<figcaption>Curves: "
         "the break-even model (a quadratic fitted to the run's probes, each compressor's cold cost per token and "
-        "realized ratio); dots: measured on this run's probe questions.</figcaption></figure>",
-        _table([h for _, h, _ in BREAK_EVEN], be_rows) if be_rows else "<p>No compressed setting with probes.</p>",
+        "realized ratio); dots: measured against each setting's baseline, the same setting without compression, on "
+        "this run's probe questions.</figcaption></figure>",
+        _table([h for _, h, _ in BREAK_EVEN], be_rows, frozenset({0, 1}))
+        if be_rows
+        else "<p>No compressed setting with probes.</p>",
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -27,7 +27,7 @@ from corpus.table import IndexOptions
 from eval.gate import GateDecision, GateRequest, gate_each_compressed, run_gate
 from eval.release_report import write_report
 from eval.run.runner import SettingOutput
-from eval.run.sweep import SweepResult, run_sweep
+from eval.run.sweep import SettingWrap, SweepResult, run_sweep
 from eval.settings import CompressionSpec, GridConfig, Setting, SweepConfig
 from eval.store import DuckDBStore
 from flows.artifacts import gate_state, publish_gate, publish_leaderboard, publish_report
@@ -87,10 +87,16 @@ def setting_task(setting: Setting, run_key: str, compute: Callable[[], SettingOu
     return compute()
 
 
-def _setting_in_task(setting: Setting, run_key: str, compute: Callable[[], SettingOutput]) -> SettingOutput:
-    return setting_task.with_options(tags=[f"setting:{setting.config_hash()}", f"run:{run_key}"])(
-        setting, run_key, compute
-    )
+def settings_in_tasks(config: SweepConfig) -> SettingWrap:
+    """Each setting of `config`'s sweep as its own task run, tagged with the setting's hash as the store keeps
+    it (`config.setting_hash`: with its compressor's knobs when they are not the defaults) and the run's key.
+    """
+
+    def in_task(setting: Setting, run_key: str, compute: Callable[[], SettingOutput]) -> SettingOutput:
+        tags = [f"setting:{config.setting_hash(setting)}", f"run:{run_key}"]
+        return setting_task.with_options(tags=tags)(setting, run_key, compute)
+
+    return in_task
 
 
 @task(name="sweep")
@@ -101,7 +107,7 @@ def sweep_task(
     with `ray`, settings are computed on Ray workers, one engine each.
     """
     quiet_offline_env()
-    return run_sweep(config, progress=report, resume=resume, reuse=reuse, ray=ray, wrap=_setting_in_task)
+    return run_sweep(config, progress=report, resume=resume, reuse=reuse, ray=ray, wrap=settings_in_tasks(config))
 
 
 @task(name="gate")

@@ -40,11 +40,23 @@ class LineReporter:
     with its latest counts at least every `every` seconds (`embed: 4096/19780 after 31 s`), also through a
     long call that reports nothing until it returns (one engine batch): a log without a terminal never
     goes quiet on long work. `close()` stops the heartbeat thread.
+
+    `clock` gives the seconds lines report; with `thread=False` no heartbeat thread starts and the lines
+    between ticks come only from calling `beat()`, so a test with a fake clock sees exactly which lines
+    come out, in which order.
     """
 
-    def __init__(self, emit: Callable[[str], None] = _log, every: float = HEARTBEAT_S) -> None:
+    def __init__(
+        self,
+        emit: Callable[[str], None] = _log,
+        every: float = HEARTBEAT_S,
+        clock: Callable[[], float] = time.perf_counter,
+        thread: bool = True,
+    ) -> None:
         self.emit = emit
         self.every = every
+        self.clock = clock
+        self.threaded = thread
         self._started: dict[str, float] = {}
         self._last: dict[str, float] = {}
         self._counts: dict[str, tuple[int, int]] = {}
@@ -57,7 +69,7 @@ class LineReporter:
         """Record a tick; emit the stage's line when `done` reaches `total` (total 0: not known yet), or a
         heartbeat when the stage has been silent for `every` seconds.
         """
-        now = time.perf_counter()
+        now = self.clock()
         with self._lock:
             start = self._started.setdefault(stage, now)
             if stage in self._done:
@@ -70,24 +82,28 @@ class LineReporter:
                 line = self._heartbeat(stage, now)
             else:
                 line = ""
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._beat, name="cribsheet-heartbeat", daemon=True)
+            if self._thread is None and self.threaded:
+                self._thread = threading.Thread(target=self._run, name="cribsheet-heartbeat", daemon=True)
                 self._thread.start()
         if line:
             self.emit(line)
 
-    def _beat(self) -> None:
-        """Every stage still running and silent for `every` seconds gets a line with its latest counts."""
+    def _run(self) -> None:
+        """The heartbeat thread: a `beat()` every `every` seconds (at most 5) until `close()`."""
         while not self._stop.wait(min(self.every, 5.0)):
-            now = time.perf_counter()
-            lines = []
-            with self._lock:
-                for stage, start in self._started.items():
-                    if stage in self._done or now - self._last.get(stage, start) < self.every:
-                        continue
-                    lines.append(self._heartbeat(stage, now))
-            for line in lines:
-                self.emit(line)
+            self.beat()
+
+    def beat(self) -> None:
+        """Every stage still running and silent for `every` seconds gets a line with its latest counts."""
+        now = self.clock()
+        lines = []
+        with self._lock:
+            for stage, start in self._started.items():
+                if stage in self._done or now - self._last.get(stage, start) < self.every:
+                    continue
+                lines.append(self._heartbeat(stage, now))
+        for line in lines:
+            self.emit(line)
 
     def _heartbeat(self, stage: str, now: float) -> str:
         """A running stage's line with its latest counts; marks the stage as just heard from (lock held)."""

@@ -48,6 +48,7 @@ class ExtractingGenerator:
         self.prefix = ""
         self.resets = 0
         self.probes: list[str] = []
+        self.since_reset: list[str] = []  # probe prompts the cache holds (like vLLM's, until a reset)
         self.closed = False
 
     def count_tokens(self, text: str) -> int:
@@ -62,6 +63,7 @@ class ExtractingGenerator:
         # A reset forgets the prefix too: a sweep that forgot to warm again gets no cached tokens.
         self.resets += 1
         self.prefix = ""
+        self.since_reset = []
 
     def close(self) -> None:
         self.closed = True
@@ -70,6 +72,11 @@ class ExtractingGenerator:
         self.probes.append(prompt)
         n = count_words(prompt)
         cached = count_words(self.prefix) if prompt.startswith(self.prefix) else 0
+        for earlier in self.since_reset:  # an earlier probe's prompt shares its leading words: served cached
+            shared = os.path.commonprefix([prompt, earlier])
+            if len(shared) > len(self.prefix):
+                cached = max(cached, count_words(shared))
+        self.since_reset.append(prompt)
         return Probe(
             prompt_tokens=n,
             cached_tokens=cached,
@@ -178,6 +185,8 @@ class FakeGeneratorConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     fail: bool = False
+    model: str | None = None
+    """A weights folder the fake names and never reads (what the run identity must still see)."""
 
 
 class HalvingConfig(BaseModel):

@@ -59,7 +59,7 @@ def test_bad_question_file_one_line_error_and_no_store(tmp_path: Path, tiny_corp
     assert "q.jsonl:2: field 'answers'" in line
 
 
-def test_help_lists_commands_and_is_fast(tmp_path: Path) -> None:
+def test_help_lists_every_command(tmp_path: Path) -> None:
     proc = run("--help", tmp=tmp_path)
     assert proc.returncode == 0
     for command in ("index", "sweep", "warm", "report", "demo", "dataset"):

@@ -10,6 +10,47 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
+GRIDS = {
+    "demo-pruned-sweep.yaml": ["none-k8-hybrid-dense", "pruned-2x-k8-hybrid-dense", "pruned-4x-k8-hybrid-dense"],
+    "django-faithfulness-sweep.yaml": ["none-k8-hybrid-dense", "pruned-4x-k8-hybrid-dense"],
+    "docs-heldout-pruned-sweep.yaml": [
+        "none-k8-hybrid-dense",
+        "pruned-4x-k8-hybrid-dense",
+        "pruned-auto-8x-k8-hybrid-dense",
+    ],
+    "generated-pruned-sweep.yaml": ["none-k8-hybrid-dense", "pruned-2x-k8-hybrid-dense"],
+    "generated-pruned4-sweep.yaml": ["none-k8-hybrid-dense", "pruned-2x-k8-hybrid-dense", "pruned-4x-k8-hybrid-dense"],
+    "generated-sweep.yaml": [
+        "none-k8-hybrid-dense",
+        "llmlingua-4x-k8-hybrid-dense",
+        "longllmlingua-4x-k8-hybrid-dense",
+    ],
+    "handwritten-pruned4-sweep.yaml": ["none-k8-hybrid-dense", "pruned-4x-k8-hybrid-dense"],
+    "handwritten-pruned8-sweep.yaml": [
+        "none-k8-hybrid-dense",
+        "pruned-4x-k8-hybrid-dense",
+        "pruned-8x-k8-hybrid-dense",
+        "pruned-auto-8x-k8-hybrid-dense",
+    ],
+    "handwritten-tuned-pruned-sweep.yaml": ["none-k8-hybrid-dense", "pruned-auto-8x-k8-hybrid-dense"],
+    "nightly-sweep.yaml": [
+        "none-k3-hybrid-dense",
+        "none-k8-hybrid-dense",
+        "llmlingua-4x-k3-hybrid-dense",
+        "llmlingua-4x-k8-hybrid-dense",
+        "longllmlingua-4x-k3-hybrid-dense",
+        "longllmlingua-4x-k8-hybrid-dense",
+    ],
+    "nodejs-tuned-pruned-sweep.yaml": ["none-k8-hybrid-dense", "pruned-auto-8x-k8-hybrid-dense"],
+    "seed-scale-sweep.yaml": [
+        "none-k40-hybrid-dense",
+        "pruned-4x-k40-hybrid-dense",
+        "extractive-4x-k40-hybrid-dense",
+        "longllmlingua-4x-k40-hybrid-dense",
+    ],
+}
+"""The settings each bundled sweep config expands to, in grid order: what its header comment promises."""
+
 
 def test_every_deployment_resolves_and_validates_its_parameters() -> None:
     spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
@@ -40,10 +81,12 @@ def test_every_deployment_config_file_loads_into_its_flow_model() -> None:
     }
     spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
     for dep in spec["deployments"]:
-        config = load_config(models[dep["name"]], ROOT / dep["parameters"]["config_file"])
+        path = ROOT / dep["parameters"]["config_file"]
+        config = load_config(models[dep["name"]], path)
         assert type(config) is models[dep["name"]]
-    sweep = load_config(SweepConfig, ROOT / "configs/nightly-sweep.yaml")
-    assert len(sweep.grid.expand()) == 6 and sweep.generator.name == "vllm"
+        if isinstance(config, SweepConfig):  # a scheduled sweep runs the settings its description names
+            assert [s.name for s in config.grid.expand()] == GRIDS[path.name], dep["name"]
+            assert config.generator.name == "vllm"
 
 
 def test_the_seed_scale_config_is_four_4x_settings_at_about_4000_context_tokens() -> None:
@@ -69,4 +112,5 @@ def test_every_bundled_config_loads_into_its_model(path: Path) -> None:
     model = next(m for m in (SweepConfig, IndexConfig, GateRequest) if first.startswith(f"# {m.__name__}"))
     config = load_config(model, path)  # a typo, an unknown compressor or a stray top-k fails here
     if isinstance(config, SweepConfig):
-        assert config.grid.expand()
+        assert path.name in GRIDS, f"add {path.name}'s settings to GRIDS"
+        assert [s.name for s in config.grid.expand()] == GRIDS[path.name]

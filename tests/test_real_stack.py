@@ -6,6 +6,7 @@ The full end-to-end sweep, LLMLingua included, is in the slow tier (`make test-s
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from eval.settings import CompressionSpec, GridConfig, SweepConfig
 from tests.helpers import bundled_slice
 
 N_DOCS, N_ANSWERABLE, N_UNANSWERABLE = 40, 3, 1
+N_QUESTIONS = N_ANSWERABLE + N_UNANSWERABLE + 1  # and the first question asked again: its probe shares everything
 SETTINGS = 3  # none, pruned 4x, engine-lingua 4x at top-3
 
 PARIS = "Paris is the capital and largest city of France. The Eiffel Tower was completed in 1889 on the Seine."
@@ -36,6 +38,9 @@ def swept(bundled_dir: Path, minilm: Any, engine: Any, tmp_path_factory: pytest.
 
     work = tmp_path_factory.mktemp("real")
     bundled_slice(bundled_dir, work, N_DOCS, N_ANSWERABLE, N_UNANSWERABLE)
+    lines = (work / "questions.jsonl").read_text().splitlines()
+    again = json.loads(lines[0]) | {"id": json.loads(lines[0])["id"] + "-again"}
+    (work / "questions.jsonl").write_text("\n".join([*lines, json.dumps(again)]) + "\n")
 
     index = work / "index.lancedb"
     source = SourceConfig(path=work / "corpus.jsonl")
@@ -45,7 +50,7 @@ def swept(bundled_dir: Path, minilm: Any, engine: Any, tmp_path_factory: pytest.
         questions_path=work / "questions.jsonl",
         store_path=work / "results.duckdb",
         generator=GeneratorConfig(max_model_len=2048, kv_cache_gib=1, max_tokens=16),
-        probe_questions=N_ANSWERABLE + N_UNANSWERABLE,
+        probe_questions=N_QUESTIONS,
         grid=GridConfig(
             compressions=[
                 CompressionSpec(),
@@ -68,7 +73,7 @@ def test_real_sweep_stores_one_ok_row_per_question_and_setting(swept: tuple[Path
             "FROM samples WHERE run_id = ?",
             [run_id],
         ).fetchone()
-        assert n == ok == distinct == (N_ANSWERABLE + N_UNANSWERABLE) * SETTINGS
+        assert n == ok == distinct == N_QUESTIONS * SETTINGS
         ratios = dict(
             con.execute(
                 "SELECT compressor, avg(realized_ratio) FROM samples WHERE run_id = ? GROUP BY compressor", [run_id]
@@ -76,7 +81,8 @@ def test_real_sweep_stores_one_ok_row_per_question_and_setting(swept: tuple[Path
         )
         assert ratios["none"] == pytest.approx(1.0)
         assert ratios["pruned"] > 2.0 and ratios["engine-lingua"] > 2.0  # both really compressed
-        # Every sample was probed alone after a reset and a warm-up: it found exactly the warmed prefix cached.
+        # Every sample was probed alone after a reset and a warm-up: it found exactly the warmed prefix cached,
+        # the question asked twice included (without a reset before each probe, its whole prompt is cached).
         warm = con.execute("SELECT warm_cached_tokens FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]
         probed = con.execute(
             "SELECT DISTINCT probe_cached_tokens FROM samples WHERE run_id = ? AND probe_ttft_s IS NOT NULL", [run_id]

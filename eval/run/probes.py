@@ -1,4 +1,4 @@
-"""The latency truth: serial probes after a cache reset, and the prefill-time fit."""
+"""The latency truth: serial probes, each alone after a cache reset, and the prefill-time fit."""
 
 from __future__ import annotations
 
@@ -7,15 +7,19 @@ from collections.abc import Sequence
 from eval.engine.generator import Generator
 from eval.run.citations import cited_schema
 from eval.run.draft import ProbePart, SampleDraft
+from eval.run.generation import reset_and_warm
 
 
 def probe_drafts(
     drafts: Sequence[SampleDraft],
     probe_ids: set[str],
     generator: Generator,
+    prefix: str,
     cited: bool = False,
 ) -> list[tuple[int, float]]:
-    """Serial requests on the probe sample: the latency truth, free of batch queueing.
+    """Serial requests on the probe sample: the latency truth, free of batch queueing. Before each probe the
+    prefix cache is reset and the stable `prefix` warmed again, so a probe finds cached only what a user's
+    first request would (the prefix), never the blocks of an earlier probe that shared its first passage.
 
     Returns (uncached prompt tokens, prefill seconds) points for the prefill fit.
     """
@@ -25,6 +29,7 @@ def probe_drafts(
             continue
         # A structured-output setting is probed under its schema: grammar compilation and masking are its bill.
         schema = cited_schema(draft.n_passages) if cited else None
+        reset_and_warm(generator, prefix)
         p = generator.probe(draft.prompt, schema) if schema is not None else generator.probe(draft.prompt)
         r, c = draft.retrieval, draft.compression
         lookup = (r.retrieve_seconds or 0.0) + (r.rerank_seconds or 0.0)

@@ -15,6 +15,7 @@ from corpus.cluster import RayOptions
 from corpus.models import Question
 from corpus.retrieve import IndexIdentity
 from corpus.runtime import hardware, installed_versions
+from corpus.weights import weights_fingerprint
 from eval.settings import Setting, SweepConfig, setting_json
 from eval.store import dumps
 from eval.store.rows import QuestionRow, RunRow, SettingRow
@@ -76,11 +77,26 @@ def git_diff_sha256(repo: Path | None = None) -> str | None:
     return hashlib.sha256(diff).hexdigest() if diff else None
 
 
+def model_fingerprints(config: SweepConfig, settings: Sequence[Setting]) -> dict[str, str]:
+    """`role:model` -> weights fingerprint of every model a component of the sweep names by path or hub id
+    (generator, embedder, rerankers, compressor LM, verifier, judge), over every setting of the grid; a model
+    with no local copy is `unresolved`. Models left at their bundled default are named by their package's
+    version instead (`package_versions`).
+    """
+    found: dict[str, str] = {}
+    for setting in settings:
+        for role, spec in config.component_specs(setting).items():
+            model = spec.config.get("model")
+            if isinstance(model, str) and model and f"{role}:{model}" not in found:
+                found[f"{role}:{model}"] = weights_fingerprint(model) or "unresolved"
+    return dict(sorted(found.items()))
+
+
 def run_fingerprint(row: RunRow, diff_sha256: str | None, config_digest: str | None = None) -> str:
     """What fixes a run's rows: config hash, question file, index version, corpus and index digest (build
-    spec, build id, chunks), code version (the git commit, `diff_sha256` of uncommitted changes, and the
-    digest of the package's source files, untracked ones and installs without git included), package
-    versions and hardware. Same fingerprint, same rows.
+    spec, build id, chunks and side tables of the snapshot), code version (the git commit, `diff_sha256` of
+    uncommitted changes, and the digest of the package's source files, untracked ones and installs without
+    git included), package versions, every model's weights and hardware. Same fingerprint, same rows.
     """
     parts = [
         config_digest or row.config_hash,
@@ -94,6 +110,7 @@ def run_fingerprint(row: RunRow, diff_sha256: str | None, config_digest: str | N
         row.package_versions,
         str(row.hardware_sha256),
         str(row.ray_options),
+        str(row.model_fingerprints),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
@@ -169,6 +186,7 @@ def run_row(
         n_settings=n_settings,
         hardware_json=machine[0],
         hardware_sha256=machine[1],
+        model_fingerprints=dumps(model_fingerprints(config, config.grid.expand())),
         pid=os.getpid(),
         host=socket.gethostname(),
         resumes=0,

@@ -22,7 +22,7 @@ from eval.prompt import PromptLayout, arrange, context_block
 from eval.run.cached_answers import add_lookups, serve_hits
 from eval.run.citations import CITED_INSTRUCTION
 from eval.run.draft import CompressionPart, RetrievalPart, SampleDraft, SampleKey
-from eval.run.generation import generate_setting, reset_and_warm
+from eval.run.generation import generate_setting
 from eval.run.probes import probe_drafts
 from eval.run.provenance import hardware_digest
 from eval.run.scoring import judge_drafts, retrieval_scores
@@ -115,8 +115,7 @@ class SettingRunner:
         claims = self.timed(
             f"faithfulness:{name}", partial(judge_drafts, drafts, checker, self.comps.judge, self.comps.verifier)
         )
-        reset_and_warm(generator, self.prefix)
-        self.timed(f"probe:{name}", partial(probe_drafts, drafts, probes, generator, cited))
+        self.timed(f"probe:{name}", partial(probe_drafts, drafts, probes, generator, self.prefix, cited))
         add_lookups(drafts, cache)
         self.tick(stage, len(self.questions), len(self.questions))  # the setting is done: its line, its bar full
         spent = {k: v - before.get(k, 0.0) for k, v in self.stages.items() if v != before.get(k, 0.0)}

@@ -16,7 +16,7 @@ from corpus.load import read_jsonl
 from corpus.models import Question
 from corpus.retrieve import LanceRetriever, RetrievalMode
 from corpus.sentences import SentenceVectors
-from corpus.table import read_spec
+from corpus.snapshot import read_spec
 from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig, missing_sentence_vectors
 from eval.compress.tuning import MIN_QUESTIONS, PromptCounter, PruningTuning, TuneContext, tune_pruned_auto
 from eval.prompt import PromptLayout

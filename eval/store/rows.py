@@ -88,6 +88,9 @@ class RunRow(Row):
     verifier, or undefined)."""
     verifier_claims: int | None = None
     """Claims both decided (the kappa's n)."""
+    model_fingerprints: str | None = None
+    """JSON object `role:model` -> sha256 of its weights files, for every model named by path or hub id
+    (part of the fingerprint and reuse key: new weights under the same name are another run)."""
 
 
 class SampleRow(Row):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -27,6 +28,28 @@ TABLES: dict[str, type[BaseModel]] = {
 }
 
 _SQL_TYPES: dict[Any, str] = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN", dt.datetime: "TIMESTAMP"}
+
+COMPRESSION_AXES = ("compressor", "target_ratio")
+"""The setting axes that say how the context is compressed."""
+BASELINE_AXES = tuple(
+    name
+    for name in SettingRow.model_fields
+    if name not in ("run_id", "setting_hash", "setting_name", "setting_json", *COMPRESSION_AXES)
+)
+"""The setting axes a compressed setting shares with its baseline: every axis but the compression ones (the
+settings table has one column per axis). The baseline of a compressed setting is the uncompressed setting of
+the same run that matches it on all of these; the engine and every other component are the run's, so the run
+matches them. The gate and `v_break_even` both pair by this rule."""
+
+
+def baseline_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a setting's row shares with its baseline (a NULL axis matches only NULL, as in the views)."""
+    return tuple(row[axis] for axis in BASELINE_AXES)
+
+
+def _same_baseline(a: str, b: str) -> str:
+    """SQL: the rows aliased `a` and `b` agree on every baseline axis (NULL matching NULL)."""
+    return " AND ".join(f"{a}.{axis} IS NOT DISTINCT FROM {b}.{axis}" for axis in BASELINE_AXES)
 
 
 def _agreement(other: str, extra: str = "") -> str:
@@ -86,7 +109,8 @@ SELECT run_id, setting_name, setting_hash, any_value(retrieval) AS retrieval, an
        avg(citation_precision) AS citation_precision,
        avg(citation_recall) AS citation_recall,
        avg((cache_hit_of IS NOT NULL)::DOUBLE) AS answer_cache_hit_rate,
-       avg(faithfulness_model) AS faithfulness_model
+       avg(faithfulness_model) AS faithfulness_model,
+       any_value(output) AS output, any_value(answer_cache) AS answer_cache
 FROM samples GROUP BY run_id, setting_name, setting_hash""",
     # A setting is on the frontier when no other setting of the run is at least as good on answer token
     # recall (the gate's answer metric) and at least as fast end to end (p50 of retrieve + rerank + cold
@@ -114,21 +138,23 @@ WHERE a.e2e_cold_p50_s IS NOT NULL AND a.answer_token_recall IS NOT NULL AND NOT
     # Where each compressor pays for itself. A quadratic is fitted to the run's probes, TTFT alone =
     # t0 + t1*x + t2*x^2 with x the uncached prompt tokens in thousands (least squares: the normal equations
     # solved by Cramer's rule; `runs.prefill_a/_b` keep the older fit through 0), and R is the mean of
-    # retrieve + rerank. With the compressor's cold cost per input token k, its realized ratio r and the
-    # prompt's other tokens h, the end-to-end speed-up at context length C is
+    # retrieve + rerank (and the answer cache's lookup) over the probes of the settings that share the
+    # setting's baseline axes: another retrieval, reranker or cache has another bill. With the compressor's
+    # cold cost per input token k, its realized ratio r and the prompt's other tokens h, the end-to-end
+    # speed-up at context length C is
     #   S(C) = (R + T(C + h)) / (R + k*C + T(C/r + h)).
     # Predicted at the setting's own context length (mean over its probe questions) beside the measured ratio
-    # of mean e2e_cold_s against no compression at the same top-k over the same probe questions; the
-    # break-even and 2x lengths are the first C of a 100-token grid up to 16,000 where S reaches 1 and 2
-    # (NULL: not on that grid; beyond the longest probe the fit is extrapolated).
-    "v_break_even": """
+    # of mean e2e_cold_s of its baseline (BASELINE_AXES: the same setting without compression) to its own over
+    # the probe questions; the break-even and 2x lengths are the first C of a 100-token grid up to 16,000
+    # where S reaches 1 and 2 (NULL: not on that grid; beyond the longest probe the fit is extrapolated).
+    "v_break_even": f"""
 WITH probes AS (
     SELECT *, (prompt_tokens - coalesce(probe_cached_tokens, 0)) / 1000.0 AS x, probe_ttft_s AS y
     FROM samples WHERE status = 'ok' AND e2e_cold_s IS NOT NULL AND probe_ttft_s IS NOT NULL),
 sums AS (
     SELECT run_id, count(*)::DOUBLE AS n, sum(x) AS sx, sum(x * x) AS sx2, sum(x * x * x) AS sx3,
            sum(x * x * x * x) AS sx4, sum(y) AS sy, sum(x * y) AS sxy, sum(x * x * y) AS sx2y,
-           avg(e2e_cold_s - probe_ttft_s - coalesce(compress_cold_seconds, 0)) AS rr, count(*) AS fit_points
+           count(*) AS fit_points
     FROM probes GROUP BY run_id HAVING count(*) >= 4),
 det AS (
     SELECT *,
@@ -137,20 +163,27 @@ det AS (
       n * (sxy * sx4 - sx2y * sx3) - sy * (sx * sx4 - sx3 * sx2) + sx2 * (sx * sx2y - sxy * sx2) AS d1,
       n * (sx2 * sx2y - sx3 * sxy) - sx * (sx * sx2y - sxy * sx2) + sy * (sx * sx3 - sx2 * sx2) AS d2
     FROM sums),
-fit AS (SELECT run_id, d0 / d AS t0, d1 / d AS t1, d2 / d AS t2, rr, fit_points FROM det WHERE abs(d) > 1e-12),
+fit AS (SELECT run_id, d0 / d AS t0, d1 / d AS t1, d2 / d AS t2, fit_points FROM det WHERE abs(d) > 1e-12),
 cfg AS (
     SELECT run_id, setting_name, setting_hash, any_value(compressor) AS compressor,
-           any_value(target_ratio) AS target_ratio, any_value(top_k) AS top_k,
+           any_value(target_ratio) AS target_ratio,
+           {", ".join(f"any_value({axis}) AS {axis}" for axis in BASELINE_AXES)},
            avg(context_tokens_in) AS context_tokens,
            sum(coalesce(compress_cold_seconds, 0)) / nullif(sum(context_tokens_in), 0) AS k,
            sum(context_tokens_in)::DOUBLE / nullif(sum(context_tokens_out), 0) AS r,
            avg(prompt_tokens - context_tokens_out) AS h,
+           sum(e2e_cold_s - probe_ttft_s - coalesce(compress_cold_seconds, 0)) AS rr_sum,
            avg(e2e_cold_s) AS e2e_cold_mean_s, count(*) AS n_latency
     FROM probes GROUP BY run_id, setting_name, setting_hash),
-base AS (SELECT run_id, top_k, e2e_cold_mean_s AS baseline_e2e_s FROM cfg WHERE compressor = 'none'),
+rr AS (
+    SELECT c.run_id, c.setting_hash, sum(o.rr_sum) / sum(o.n_latency) AS rr
+    FROM cfg c JOIN cfg o ON o.run_id = c.run_id AND {_same_baseline("c", "o")}
+    GROUP BY c.run_id, c.setting_hash),
 m AS (
-    SELECT c.*, f.t0, f.t1, f.t2, f.rr, f.fit_points, b.baseline_e2e_s
-    FROM cfg c JOIN fit f USING (run_id) LEFT JOIN base b USING (run_id, top_k)
+    SELECT c.*, f.t0, f.t1, f.t2, rr.rr, f.fit_points, b.setting_name AS baseline_setting,
+           b.e2e_cold_mean_s AS baseline_e2e_s
+    FROM cfg c JOIN fit f USING (run_id) JOIN rr USING (run_id, setting_hash)
+    LEFT JOIN cfg b ON b.run_id = c.run_id AND b.compressor = 'none' AND {_same_baseline("c", "b")}
     WHERE c.compressor <> 'none' AND c.r > 0),
 curve AS (
     SELECT m.run_id, m.setting_hash, g.c,
@@ -170,7 +203,8 @@ SELECT m.run_id, m.setting_name, m.setting_hash, m.compressor, m.target_ratio, m
          / nullif(m.rr + m.k * m.context_tokens + m.t0 + m.t1 * (m.context_tokens / m.r + m.h) / 1000
                   + m.t2 * pow((m.context_tokens / m.r + m.h) / 1000, 2), 0) AS predicted_speedup,
        m.baseline_e2e_s / nullif(m.e2e_cold_mean_s, 0) AS measured_speedup,
-       k.break_even_tokens, k.two_x_tokens, k.speedup_16k
+       k.break_even_tokens, k.two_x_tokens, k.speedup_16k, m.baseline_setting,
+       {", ".join(f"m.{axis}" for axis in BASELINE_AXES if axis != "top_k")}
 FROM m JOIN marks k USING (run_id, setting_hash)""",
     "v_sample_diff": """
 SELECT a.run_id, a.question_id, a.question, a.answerable,

@@ -299,20 +299,23 @@ def test_an_answer_the_engine_cut_is_marked_and_its_fragment_not_checked(setup: 
     assert cut == {True} and fragments == 0
 
 
-def test_a_miss_does_not_pay_the_question_embedding_twice() -> None:
+def test_a_miss_does_not_pay_the_question_embedding_twice(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retrieval embeds a missed question anyway: its lookup bill is the search alone; a hit pays its embedding."""
-    import time
+    import types
 
-    import numpy as np
+    import eval.answer_cache.lookup as lookup
 
-    from eval.answer_cache.lookup import cache_hits
-
+    clock = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(lookup, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
     vectors = {0: np.array([1.0, 0.0], dtype=np.float32), 1: np.array([1.0, 0.0], dtype=np.float32)}
+    embedded: list[int] = []
 
-    def slow(i: int) -> np.ndarray:
-        time.sleep(0.05)
+    def embed(i: int) -> np.ndarray:
+        embedded.append(i)
+        clock.now += 5.0  # the only time that passes: an embedding
         return vectors[i]
 
-    lookups = cache_hits(["first", "again"], slow, 0.9)
-    assert "again" in lookups.hits and "first" not in lookups.hits
-    assert lookups.lookup_s["first"] < 0.02 <= 0.05 <= lookups.lookup_s["again"]
+    lookups = cache_hits(["first", "again"], embed, 0.9)
+    assert "again" in lookups.hits and "first" not in lookups.hits and embedded == [0, 1]
+    assert lookups.lookup_s == {"first": 0.0, "again": 5.0}
+    assert lookups.hits["again"].lookup_s == 5.0

@@ -44,12 +44,13 @@ def fill(
     packages: str = "{}",
     meta: dict[str, dict[str, object]] | None = None,
 ) -> None:
-    """`meta`: per setting, its compressor, target_ratio and top_k when not none/1.0/3."""
+    """`meta`: per setting, its axes where not none/1.0/3/hybrid/dense/ranked (output, answer_cache too)."""
     qids = questions or [f"q{i}" for i in range(N)]
     meta = meta or {}
 
     def described(name: str) -> dict[str, object]:
-        return {"top_k": 3, "compressor": "none", "target_ratio": 1.0} | meta.get(name, {})
+        axes = {"top_k": 3, "compressor": "none", "target_ratio": 1.0}
+        return axes | {"retrieval": "hybrid", "reranker": "dense", "layout": "ranked"} | meta.get(name, {})
 
     store.start_run(
         RunRow(
@@ -74,9 +75,6 @@ def fill(
                 setting_hash=f"h-{name}",
                 setting_name=name,
                 setting_json="{}",
-                retrieval="hybrid",
-                reranker="dense",
-                layout="ranked",
                 **described(name),  # type: ignore[arg-type]
             )
             for name in settings
@@ -93,10 +91,7 @@ def fill(
                 question="?",
                 answerable=q not in unanswerable,
                 gold_answers="[]",
-                reranker="dense",
                 status="ok",
-                retrieval="hybrid",
-                layout="ranked",
                 **described(name),  # type: ignore[arg-type]
                 **{k: float(v[i]) for k, v in cols.items()},
             )
@@ -327,6 +322,34 @@ def test_each_compressed_setting_is_gated_against_no_compression_at_its_own_top_
     assert lines[0].startswith("small-k3 vs none-k3: PASS (every gated metric passed; ")
     assert lines[1].startswith("bad-k8 vs none-k8: FAIL (answer_contains: fail")
     assert len(store.decisions_for_run("r1")) == 2  # a decision row each
+
+
+def test_each_compressed_setting_is_gated_against_its_own_uncompressed_twin(store: DuckDBStore) -> None:
+    """Two retrievals × answer cache off and 0.8 at one top-k: every candidate meets the uncompressed setting
+    that differs from it only in compression, not another of the same retrieval (an unmatched answer cache
+    once made both caches' candidates meet whichever baseline the leaderboard listed last)."""
+    from eval.gate import gate_each_compressed
+
+    rng = np.random.default_rng(7)
+    settings: dict[str, dict[str, list[float]]] = {}
+    meta: dict[str, dict[str, object]] = {}
+    twins: dict[str, str] = {}
+    for retrieval in ("hybrid", "vector"):
+        for cache in (None, 0.8):
+            suffix = f"k3-{retrieval}-dense" + ("" if cache is None else f"-cache{cache:g}")
+            values = baseline_values() | {"answer_contains": (rng.random(N) < 0.5).astype(float).tolist()}
+            settings[f"none-{suffix}"] = settings[f"pruned-4x-{suffix}"] = values
+            meta[f"none-{suffix}"] = {"retrieval": retrieval, "answer_cache": cache}
+            meta[f"pruned-4x-{suffix}"] = meta[f"none-{suffix}"] | {"compressor": "pruned", "target_ratio": 4.0}
+            twins[f"pruned-4x-{suffix}"] = f"none-{suffix}"
+    fill(store, "r1", settings, meta=meta)
+    policy = store.path.parent / "policy.yaml"
+    policy.write_text(POLICY.model_copy(update={"latency": None}).model_dump_json())  # JSON is YAML
+    decisions = gate_each_compressed(store, "r1", policy)
+    assert {d.candidate: d.baseline for d in decisions} == twins and len(decisions) == len(twins)
+    assert all(d.decision == "pass" for d in decisions)  # each against an identical twin
+    others = {n: v for n, v in settings.items() if n.startswith("none-")}
+    assert len({tuple(v["answer_contains"]) for v in others.values()}) == len(others)
 
 
 def test_latency_tolerance_is_the_same_slack_whatever_speed_up_is_demanded() -> None:

@@ -106,9 +106,8 @@ class _NoStore:
 
 
 class SlowEmbedder(HashEmbedder):
-    """Each batch costs 20 ms and each document vector 5 ms more, so what a compressor is billed for its vectors
-    can be checked, and a bill that depended on how vectors were batched (which follows the order of asking)
-    would show."""
+    """Each batch costs 20 ms and each document vector 5 ms more: what the index stores as each sentence
+    vector's bill is real time, never nothing."""
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         import time
@@ -117,17 +116,50 @@ class SlowEmbedder(HashEmbedder):
         return super().embed_documents(texts)
 
 
-SCORING_NOISE_S = 0.003
-"""The cold bill's only timed part at query time: scoring a handful of sentences (a dot product, a sort)."""
+class _Clock:
+    """The compressor's clock in a test: it moves only by what the fakes say a step costs, so every bill and
+    every seconds figure is known exactly, whatever the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+READ_S = 1.0
+"""What reading a passage's units costs on the fake clock: paid by the request, never on the cold bill."""
+QUERY_S = 0.25
+"""What embedding the question costs on the fake clock: the scoring, timed again in every cold bill."""
+
+
+class TickingEmbedder(HashEmbedder):
+    """SlowEmbedder's costs on the fake clock: a batch costs 20 ms plus 5 ms a document, so a bill that
+    depended on how vectors were batched (which follows the order of asking) would show."""
+
+    def __init__(self, clock: _Clock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.clock.now += 0.02 + 0.005 * len(texts)
+        return super().embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.clock.now += QUERY_S
+        return super().embed_query(text)
 
 
 @pytest.mark.parametrize("name", ["extractive", "pruned"])
 def test_the_cold_bill_is_the_same_whichever_setting_question_or_run_asks_first(
-    name: str, tmp_path: Path, tiny_corpus: Path
+    name: str, tmp_path: Path, tiny_corpus: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Sentence vectors are shared across settings and questions; each sample's cold cost still counts every
     vector it uses (embedded here or at index time) at the seconds they first cost, so it depends neither on
-    the order of the grid nor on the run (extractive keeps each passage's bill in the index's cache)."""
+    the order of the grid nor on the run (extractive keeps each passage's bill in the index's cache). The
+    only part timed again is the scoring: the read of the passages' units is paid, never on the cold bill."""
+    import eval.compress.extractive as extractive
+    from corpus.sentences import unit_spans
     from eval.compress.cache import LanceCompressionCache
 
     index = tmp_path / "idx.lancedb"
@@ -136,28 +168,62 @@ def test_the_cold_bill_is_the_same_whichever_setting_question_or_run_asks_first(
     )
     passages = [d.text for d in load_documents(tiny_corpus)]
     questions = ["Which river flows into the Mediterranean Sea?", "How high is K2?"]
+    clock = _Clock()
+    monkeypatch.setattr(extractive, "time", clock)
+    stored = SentenceVectors(index)
+
+    def batch(passage: str) -> float:
+        """What embedding one passage's sentences as one batch costs on the fake clock."""
+        return 0.02 + 0.005 * len(unit_spans(passage))
+
+    def vector_bill(k: int) -> float:
+        """What the first `k` passages' sentence vectors cost when they were first computed."""
+        if name == "extractive":
+            return sum(batch(p) for p in passages[:k])
+        texts = [
+            p[u[0] : u[1]] for p, units in zip(passages[:k], stored.units(passages[:k]), strict=True) for u in units
+        ]
+        found, costs = stored.lookup_with_cost(texts)
+        assert set(found) == set(texts) and all(c > 0 for c in costs.values())  # every vector has its bill
+        return sum(costs.values())
 
     def sweep(order: list[tuple[int, int]]) -> dict[tuple[int, int], tuple[float, float]]:
         """A fresh sweep process: nothing in memory, the index's cache as the earlier runs left it."""
         deps = CompressorDeps(
-            count_tokens=count_words, embedder=SlowEmbedder(), index_path=index, cache=LanceCompressionCache(index)
+            count_tokens=count_words,
+            embedder=TickingEmbedder(clock),
+            index_path=index,
+            cache=LanceCompressionCache(index),
         )
         comp = COMPRESSORS.build(COMPRESSORS.spec(name), deps)
+        split = comp.split  # type: ignore[attr-defined]
+
+        def read(texts: Sequence[str]) -> object:
+            clock.now += READ_S
+            return split(texts)
+
+        comp.split = read  # type: ignore[attr-defined]
         out = {}
         for k, q in order:
             r = comp.compress(passages[:k], questions[q], 2.0)
+            assert r.cold_seconds is not None
             out[k, q] = (r.seconds, r.cold_seconds)
         comp.flush()
+        assert getattr(comp, "missed", 0) == 0
         return out
 
     small_first = sweep([(2, 0), (5, 0), (2, 1), (5, 1)])
     large_first = sweep([(5, 1), (2, 1), (5, 0), (2, 0)])  # a second run, in the other order
     for key, (_, cold) in small_first.items():
-        assert cold >= 0.005 * len(chunk_sentences(passages[: key[0]]))  # every sentence vector is on the bill ...
-        assert cold == pytest.approx(large_first[key][1], abs=SCORING_NOISE_S)  # ... whatever ran before
+        assert cold == pytest.approx(vector_bill(key[0]) + QUERY_S)  # every vector's bill and the scoring ...
+        assert cold == pytest.approx(large_first[key][1])  # ... whatever ran before
     if name == "extractive":  # paid: what this request spent; the second user of a passage pays nothing for it
-        assert small_first[5, 0][0] < small_first[5, 0][1] - 0.04  # passages 1-2 were embedded for (2, 0)
-        assert large_first[2, 1][0] < large_first[2, 1][1] - 0.04  # and in the other order, for (5, 1)
+        assert small_first[2, 0][0] == pytest.approx(READ_S + QUERY_S + vector_bill(2))
+        assert small_first[5, 0][0] == pytest.approx(READ_S + QUERY_S + sum(batch(p) for p in passages[2:5]))
+        assert small_first[2, 1][0] == pytest.approx(large_first[2, 1][0]) == pytest.approx(READ_S + QUERY_S)
+    else:  # pruned embeds nothing at query time: the request pays the read and the scoring
+        paid = [seconds for seconds, _ in [*small_first.values(), *large_first.values()]]
+        assert paid == pytest.approx([READ_S + QUERY_S] * len(paid))
 
 
 def _auto(

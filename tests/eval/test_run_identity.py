@@ -39,6 +39,27 @@ def test_same_inputs_reuse_every_setting_and_a_reindex_with_another_chunker_reus
     assert [d for _, d in digests] == [before.index_sha256] * 2 + [after.index_sha256]
 
 
+def test_weights_changed_in_place_under_the_same_name_reuse_nothing(setup: SweepSetup, tmp_path: Path) -> None:
+    import os
+
+    config, components = setup
+    weights = tmp_path / "model"
+    weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"weights v1")
+    config = config.model_copy(update={"generator": config.generator.model_copy(update={"model": str(weights)})})
+    n = len(config.grid.expand())
+    first = run_sweep(config, components())
+    same = run_sweep(config, components(), resume=False)
+    assert (first.settings_computed, same.settings_reused) == (n, n)
+    (weights / "model.safetensors").write_bytes(b"weights v2")  # fine-tuned and saved to the same folder
+    os.utime(weights / "model.safetensors", ns=(1, 1))  # whatever its mtime, the content decides
+    changed = run_sweep(config, components(), resume=False)
+    assert (changed.settings_reused, changed.settings_computed) == (0, n)
+    with duckdb.connect(str(config.store_path), read_only=True) as con:
+        models = [m for (m,) in con.execute("SELECT model_fingerprints FROM runs ORDER BY started_at").fetchall()]
+    assert models[0] == models[1] != models[2] and f"generator:{weights}" in models[2]
+
+
 def test_a_rebuild_keeps_the_version_a_reader_pinned(tmp_path: Path, tiny_corpus: Path) -> None:
     index = tmp_path / "idx.lancedb"
     docs = load_documents(tiny_corpus)

@@ -4,7 +4,6 @@ typed configs and by config files, as deployments and the CLI drive them."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from eval.settings import CompressionSpec, GridConfig, SweepConfig
 from eval.store import DuckDBStore
 from flows.pipeline import gate_flow, index_flow, sweep_flow
 from flows.progress import LineReporter, report, set_reporter
+from tests.conftest import TINY_QUESTIONS
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +151,16 @@ def test_misspelled_component_in_a_typed_config_is_refused_before_anything_runs(
         GridConfig(compressions=[CompressionSpec(compressor="halvng", target_ratio=2.0)])
 
 
+class _Clock:
+    """A clock that moves only when the test moves it: the seconds a reporter prints are known exactly."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_without_a_terminal_every_stage_logs_one_line_with_count_and_seconds() -> None:
     lines: list[str] = []
     reporter = LineReporter(lines.append)
@@ -159,34 +169,61 @@ def test_without_a_terminal_every_stage_logs_one_line_with_count_and_seconds() -
     reporter("retrieve", 3, 3)  # a repeated final tick does not log twice
     reporter("index (documents)", 100, 0)  # a streaming stage whose total is not known yet
     reporter("setting none-k3", 4, 4)
+    reporter.close()
     assert [line.split(" in ")[0] for line in lines] == ["retrieve: 3/3", "setting none-k3: 4/4"]
     assert all(line.endswith(" s") for line in lines)
-    # A long stage is never silent for longer than the heartbeat: a line with its counts while it runs.
-    beat: list[str] = []
-    slow = LineReporter(beat.append, every=0.05)
-    slow("embed", 10, 100)
-    time.sleep(0.06)
-    slow("embed", 20, 100)  # silent for longer than `every`: a heartbeat
-    slow("embed", 21, 100)  # just after one: none
-    time.sleep(0.06)
-    slow("index (documents)", 300, 0)
-    time.sleep(0.06)
-    slow("index (documents)", 400, 0)
-    slow("embed", 100, 100)
-    assert any(b.startswith("embed: ") and " after " in b for b in beat)  # a heartbeat while it ran
-    assert any(b.startswith("index (documents): ") and "/? after " in b for b in beat)  # total not known
-    assert beat[-1].startswith("embed: 100/100 in ") and sum(" in " in b for b in beat) == 1
-    slow.close()
-    # A call that reports nothing until it returns (one engine batch) still gets its heartbeat lines.
-    quiet: list[str] = []
-    batch = LineReporter(quiet.append, every=0.05)
-    batch("generate none-k8", 0, 1000)
-    time.sleep(0.3)  # no tick at all meanwhile
-    batch.close()
-    assert quiet and all(q.startswith("generate none-k8: 0/1000 after ") for q in quiet)
     # With no reporter installed (a worker-run deployment), ticks go to the line logger.
     set_reporter(None)
     report("stage", 1, 1)  # must not raise outside a flow run
+
+
+def test_a_long_stage_is_never_silent_for_longer_than_the_heartbeat() -> None:
+    """Driven by a fake clock with no heartbeat thread, so the lines and their order are exact."""
+    clock = _Clock()
+    beat: list[str] = []
+    slow = LineReporter(beat.append, every=1.0, clock=clock, thread=False)
+    slow("embed", 10, 100)
+    clock.now = 1.0
+    slow("embed", 20, 100)  # silent for `every`: a heartbeat
+    slow("embed", 21, 100)  # just after one: none
+    clock.now = 2.0
+    slow("index (documents)", 300, 0)
+    clock.now = 3.0
+    slow("index (documents)", 400, 0)  # total not known yet: "?"
+    slow("embed", 100, 100)
+    assert beat == ["embed: 20/100 after 1 s", "index (documents): 400/? after 1 s", "embed: 100/100 in 3.0 s"]
+    # Between ticks, a beat speaks for every running stage silent for `every`, never for a finished one.
+    slow.beat()
+    clock.now = 4.0
+    slow.beat()
+    assert beat[3:] == ["index (documents): 400/? after 2 s"]
+    # A call that reports nothing until it returns (one engine batch) still gets its heartbeat lines.
+    quiet: list[str] = []
+    batch = LineReporter(quiet.append, every=1.0, clock=clock, thread=False)
+    batch("generate none-k8", 0, 1000)
+    clock.now = 6.0
+    batch.beat()
+    batch.beat()  # just after one: none
+    clock.now = 7.0
+    batch.beat()
+    assert quiet == ["generate none-k8: 0/1000 after 2 s", "generate none-k8: 0/1000 after 3 s"]
+
+
+def test_the_heartbeat_thread_beats_while_no_tick_comes() -> None:
+    import threading
+
+    heard = threading.Event()
+    quiet: list[str] = []
+
+    def emit(line: str) -> None:
+        quiet.append(line)
+        heard.set()
+
+    batch = LineReporter(emit, every=0.01)
+    batch("generate none-k8", 0, 1000)  # then no tick at all: only the thread can speak
+    assert heard.wait(timeout=60)  # a generous bound on a hang, not a measure of speed
+    batch.close()
+    assert quiet[0].startswith("generate none-k8: 0/1000 after ")
 
 
 def test_each_setting_of_a_flow_sweep_is_one_prefect_task_run(swept: tuple[Path, str]) -> None:
@@ -208,25 +245,101 @@ def test_each_setting_of_a_flow_sweep_is_one_prefect_task_run(swept: tuple[Path,
     assert all(r.state is not None and r.state.is_completed() for r in runs)
 
 
-def test_a_setting_that_fails_transiently_is_retried_and_stored_once(tmp_path: Path) -> None:
-    from prefect import flow
+@pytest.fixture(scope="module")
+def retried(tmp_path_factory: pytest.TempPathFactory) -> tuple[SweepConfig, str, list[str], list[list[str]]]:
+    """A flow sweep of one pruned setting with its knobs off the defaults, whose task fails once after it
+    computed everything (an engine that dropped the connection as it returned): the config, the run, the
+    settings computed (one entry per attempt) and the setting hashes of each write to the store.
+    """
+    from corpus.table import IndexOptions
+    from eval.run.runner import SettingRunner
+    from eval.settings import CompressorConfig, Setting
+    from flows import pipeline
+    from tests.conftest import TINY_DOCS, TINY_QUESTIONS, write_jsonl
 
-    from eval.run.runner import SettingOutput
-    from eval.settings import Setting
-    from flows.pipeline import setting_task
+    work = tmp_path_factory.mktemp("retried")
+    corpus = write_jsonl(work / "corpus.jsonl", TINY_DOCS)
+    questions = write_jsonl(work / "questions.jsonl", TINY_QUESTIONS)
+    index = work / "idx.lancedb"
+    options = IndexOptions(sentence_vectors=True)
+    index_flow(IndexConfig(source=SourceConfig(path=corpus), index_path=index, embedder="hash", options=options))
+    config = SweepConfig(
+        index_path=index,
+        questions_path=questions,
+        store_path=work / "r.duckdb",
+        embedder="hash",
+        retrieve_n=4,
+        probe_questions=2,
+        generator=GeneratorConfig(name="fake"),
+        compressor=CompressorConfig(rank_prior=0.1),
+        grid=GridConfig(compressions=[CompressionSpec(compressor="pruned", target_ratio=2.0)], top_ks=[3]),
+    )
+    computed: list[str] = []
+    writes: list[list[str]] = []
+    compute, add_samples = SettingRunner.compute, DuckDBStore.add_samples
 
-    calls: list[int] = []
-    setting = Setting(top_k=1, reranker="dense", retrieval="hybrid", layout="ranked", compressor="none")
-
-    def flaky() -> SettingOutput:
-        calls.append(1)
-        if len(calls) == 1:
+    def computed_then_dropped(self: SettingRunner, setting: Setting, index: int = 1, total: int = 1) -> Any:
+        out = compute(self, setting, index, total)
+        computed.append(setting.name)
+        if len(computed) == 1:
             raise ConnectionError("engine hiccup")
-        return SettingOutput(setting, [], [])
+        return out
 
-    @flow
-    def one_setting() -> SettingOutput:
-        return setting_task.with_options(retry_delay_seconds=0)(setting, "key", flaky)
+    def counted(self: DuckDBStore, rows: Any, claims: Any = (), owner: Any = None) -> None:
+        writes.append(sorted({r.setting_hash for r in rows}))
+        add_samples(self, rows, claims, owner)
 
-    out = one_setting()
-    assert len(calls) == 2 and out.setting == setting
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SettingRunner, "compute", computed_then_dropped)
+        patch.setattr(DuckDBStore, "add_samples", counted)
+        patch.setattr(pipeline, "setting_task", pipeline.setting_task.with_options(retry_delay_seconds=0))
+        result = sweep_flow(config)
+    return config, result.run_id, computed, writes
+
+
+def test_a_setting_that_fails_transiently_is_retried_and_stored_once(
+    retried: tuple[SweepConfig, str, list[str], list[list[str]]],
+) -> None:
+    """Nothing is written inside the task: the attempt that failed left no rows, the retry's are stored once."""
+    import duckdb
+
+    config, run_id, computed, writes = retried
+    (setting,) = config.grid.expand()
+    stored = config.setting_hash(setting)
+    assert computed == [setting.name, setting.name]  # computed in full, dropped, computed again
+    assert writes == [[stored]]  # one write, after the retry
+    with duckdb.connect(str(config.store_path), read_only=True) as con:
+        samples = con.execute(
+            "SELECT count(*), count(DISTINCT question_id), count(DISTINCT setting_hash) FROM samples WHERE run_id = ?",
+            [run_id],
+        ).fetchone()
+        doubled = con.execute(
+            "SELECT count(*) FROM (SELECT question_id, claim_idx FROM claims WHERE run_id = ? GROUP BY ALL "
+            "HAVING count(*) > 1)",
+            [run_id],
+        ).fetchone()
+        (status,) = con.execute("SELECT status FROM runs WHERE run_id = ?", [run_id]).fetchone() or (None,)
+    n = len(TINY_QUESTIONS)
+    assert samples == (n, n, 1) and doubled == (0,) and status == "ok"
+
+
+def test_a_settings_task_run_is_tagged_with_the_hash_the_store_keeps(
+    retried: tuple[SweepConfig, str, list[str], list[list[str]]],
+) -> None:
+    """The tag is the stored `setting_hash`, which for a compressor's knobs off their defaults is not the
+    setting's own hash: a task run can be found from a stored row."""
+    import duckdb
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterTags
+
+    config, run_id, _, _ = retried
+    (setting,) = config.grid.expand()
+    with duckdb.connect(str(config.store_path), read_only=True) as con:
+        hashes = con.execute("SELECT DISTINCT setting_hash FROM samples WHERE run_id = ?", [run_id]).fetchall()
+        (key,) = con.execute("SELECT reuse_key FROM runs WHERE run_id = ?", [run_id]).fetchone() or (None,)
+    assert len(hashes) == 1 and hashes[0][0] != setting.config_hash()  # the knobs are in the stored hash
+    tags = [f"setting:{hashes[0][0]}", f"run:{key}"]
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(task_run_filter=TaskRunFilter(tags=TaskRunFilterTags(all_=tags)))
+    assert [r.name for r in runs] == [setting.name]
+    assert runs[0].state is not None and runs[0].state.is_completed() and runs[0].run_count == 2

@@ -1,0 +1,101 @@
+"""Weights fingerprints: what a model *is*, not what it is called. A folder saved again under the same name,
+or a hub id whose local snapshot moved, gets another fingerprint, and every identity that names the model
+(an index's build spec, a run's fingerprint and reuse key, a compression-cache key) changes with it.
+
+Each weights file's sha256 is cached by (path, size, mtime) in memory and in a small JSON file
+(`$CRIBSHEET_CACHE`, default `~/.cache/cribsheet`), so a sweep does not re-hash gigabytes; a file
+written again gets a new mtime, and so a new hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+_MEMORY: dict[str, str] = {}
+
+
+def _cache_file() -> Path:
+    return Path(os.environ.get("CRIBSHEET_CACHE") or Path.home() / ".cache" / "cribsheet") / "weights-sha256.json"
+
+
+def _load_cache() -> dict[str, str]:
+    try:
+        data = json.loads(_cache_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _save_cache(entries: dict[str, str]) -> None:
+    """Merge `entries` into the cache file with an atomic replace (a lost race only costs a re-hash)."""
+    target = _cache_file()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        merged = _load_cache() | entries
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".weights-")
+        with os.fdopen(fd, "w") as f:
+            json.dump(merged, f)
+        os.replace(tmp, target)
+    except OSError:  # a read-only home: the in-memory cache still holds
+        pass
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a whole weights file, computed once per (path, size, mtime)."""
+    st = path.stat()
+    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    if key in _MEMORY:
+        return _MEMORY[key]
+    stored = _load_cache().get(key)
+    if stored is None:
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+        stored = h.hexdigest()
+        _save_cache({key: stored})
+    _MEMORY[key] = stored
+    return stored
+
+
+def local_model(model: str) -> Path | None:
+    """The local folder (or file) of `model`: the path itself, or a hub id's snapshot in the local cache
+    (never downloaded); None when there is none.
+    """
+    path = Path(model)
+    if path.exists():
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(model, local_files_only=True))
+    except Exception:  # not in the local cache, or not a hub id at all
+        return None
+
+
+def weights_fingerprint(model: str | Path | None) -> str | None:
+    """sha256 over every weights file of a model folder (or file), a hub id through its local snapshot
+    (sub-folders included: a sentence-transformers module keeps weights in one); None when there is no model,
+    no local copy or no weights file.
+    """
+    if not model:
+        return None
+    path = local_model(str(model))
+    if path is None:
+        return None
+    if path.is_file():
+        files = [path]
+    else:
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        name = f.name if path.is_file() else f.relative_to(path).as_posix()
+        h.update(f"{name}\x1f{file_sha256(f)}\x1e".encode())
+    return h.hexdigest()[:16]
