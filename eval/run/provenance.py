@@ -92,29 +92,6 @@ def model_fingerprints(config: SweepConfig, settings: Sequence[Setting]) -> dict
     return dict(sorted(found.items()))
 
 
-def run_fingerprint(row: RunRow, diff_sha256: str | None, config_digest: str | None = None) -> str:
-    """What fixes a run's rows: config hash, question file, index version, corpus and index digest (build
-    spec, build id, chunks and side tables of the snapshot), code version (the git commit, `diff_sha256` of
-    uncommitted changes, and the digest of the package's source files, untracked ones and installs without
-    git included), package versions, every model's weights and hardware. Same fingerprint, same rows.
-    """
-    parts = [
-        config_digest or row.config_hash,
-        row.questions_sha256,
-        str(row.index_version),
-        str(row.corpus_sha256),
-        str(row.index_sha256),
-        str(row.git_commit),
-        str(row.code_sha256),
-        str(diff_sha256),
-        row.package_versions,
-        str(row.hardware_sha256),
-        str(row.ray_options),
-        str(row.model_fingerprints),
-    ]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
 PACKAGES = ("corpus", "eval", "flows")
 """The product's packages, whose source files make its code version."""
 
@@ -160,42 +137,40 @@ def run_row(
     index: IndexIdentity,
     ray: RayOptions | None = None,
 ) -> RunRow:
-    """The `runs` row of a sweep that starts now: config, code, data and package versions."""
-    commit, dirty = git_state()
-    diff = git_diff_sha256() if dirty else None
-    machine = hardware_digest()
-    row = RunRow(
+    """The `runs` row of a sweep that starts now: its identity (`eval.run.identity`), built once, and the
+    fingerprint and reuse key read from it.
+    """
+    from eval.run.identity import run_identity
+
+    ident = run_identity(config, index, ray)
+    return RunRow(
         run_id=run_id,
         started_at=dt.datetime.now(dt.UTC),
         status="running",
         config_json=config.model_dump_json(),
-        config_hash=config.config_hash(),
-        git_commit=commit,
-        git_dirty=dirty,
-        package_versions=dumps(package_versions()),
+        config_hash=ident.config_hash,
+        git_commit=ident.git_commit,
+        git_dirty=ident.git_dirty,
+        package_versions=dumps(ident.package_versions),
         questions_path=str(config.questions_path),
-        questions_sha256=file_sha256(config.questions_path),
+        questions_sha256=ident.questions_sha256,
         index_path=str(config.index_path),
-        index_version=index.version,
-        corpus_sha256=index.corpus_sha256,
-        index_sha256=index.index_sha256,
-        index_build_id=index.build_id or None,
-        code_sha256=code_sha256(),
-        ray_options=ray.model_dump_json() if ray is not None else None,
+        index_version=ident.index_version,
+        corpus_sha256=ident.corpus_sha256,
+        index_sha256=ident.index_sha256,
+        index_build_id=ident.index_build_id or None,
+        code_sha256=ident.code_sha256,
+        ray_options=ident.ray_options,
         n_questions=n_questions,
         n_settings=n_settings,
-        hardware_json=machine[0],
-        hardware_sha256=machine[1],
-        model_fingerprints=dumps(model_fingerprints(config, config.grid.expand())),
+        hardware_json=hardware_digest()[0],
+        hardware_sha256=ident.hardware_sha256,
+        model_fingerprints=dumps(ident.model_fingerprints),
         pid=os.getpid(),
         host=socket.gethostname(),
         resumes=0,
-    )
-    return row.model_copy(
-        update={
-            "fingerprint": run_fingerprint(row, diff),
-            "reuse_key": run_fingerprint(row, diff, config.samples_hash()),
-        }
+        fingerprint=ident.fingerprint,
+        reuse_key=ident.reuse_key,
     )
 
 

@@ -82,3 +82,22 @@ def test_code_version_covers_untracked_files(tmp_path: Path) -> None:
     assert code_sha256(tmp_path) == before
     (tmp_path / "eval" / "new_module.py").write_text("X = 1\n")  # never added to git
     assert code_sha256(tmp_path) != before
+
+
+def test_every_field_of_the_run_identity_enters_both_keys_but_the_one_each_leaves_out() -> None:
+    """A new input added to RunIdentity is keyed at once: nothing to forget in a second place."""
+    from eval.run.identity import FINGERPRINT_ONLY, REUSE_ONLY, RunIdentity
+
+    base = RunIdentity(
+        config_hash="c", samples_hash="s", questions_sha256="q", index_version=1, corpus_sha256="d",
+        index_sha256="i", index_build_id="b", git_commit="g", git_dirty=False, diff_sha256=None, code_sha256="x",
+        package_versions={"vllm": "1"}, hardware_sha256="h", ray_options=None, model_fingerprints={"m": "w"},
+    )  # fmt: skip
+    changed = {
+        "index_version": 2, "git_dirty": True, "diff_sha256": "y", "ray_options": "{}",
+        "package_versions": {"vllm": "2"}, "model_fingerprints": {"m": "w2"},
+    }  # fmt: skip
+    for field in RunIdentity.model_fields:
+        other = base.model_copy(update={field: changed.get(field, "other")})
+        assert (other.fingerprint != base.fingerprint) == (field != REUSE_ONLY), field
+        assert (other.reuse_key != base.reuse_key) == (field != FINGERPRINT_ONLY), field
