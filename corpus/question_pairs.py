@@ -23,8 +23,6 @@ from corpus.models import Document
 from corpus.questions import _PAREN, QuestionRules, _candidates, _grounded, _subject
 from corpus.text import occurrences, sentence_spans
 
-PAIR_KINDS = ("paraphrase", "near_miss_attribute", "near_miss_entity")
-
 
 class QuestionPair(BaseModel):
     """Two questions and whether the cache may serve one with the other's answer."""

@@ -71,10 +71,6 @@ class Registry(Generic[T, D]):
 
         return decorate
 
-    def unregister(self, name: str) -> None:
-        """Forget a registered name (tests that register temporary fakes)."""
-        self._entries.pop(name, None)
-
     def names(self) -> list[str]:
         """Registered names, sorted."""
         return sorted(self._entries)

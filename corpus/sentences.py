@@ -228,10 +228,6 @@ class SentenceVectors:
                 stored[key] = list(zip(starts, ends, last, kinds, strict=True))
         return [stored.get(sentence_key(p)) or unit_spans(p) for p in passages]
 
-    def lookup(self, sentences: Sequence[str]) -> dict[str, np.ndarray]:
-        """Stored vectors of `sentences` by text (absent ones are left out)."""
-        return self.lookup_with_cost(sentences)[0]
-
     def lookup_with_cost(self, sentences: Sequence[str]) -> tuple[dict[str, np.ndarray], dict[str, float]]:
         """Stored vectors of `sentences` by text, and what each cost to embed at index time (absent ones are
         left out; an index from before the bill was stored reports no cost, 0).

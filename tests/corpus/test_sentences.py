@@ -105,7 +105,7 @@ def test_the_index_spec_says_how_sentence_vectors_were_made_and_a_change_rebuild
     second = sync_index(docs, SentenceChunker(), pooling, path, opts)
     assert second.rebuilt and read_spec(path).sentence_pooling == "contextual" and first.rebuilt
     assert pooling.alone == []  # chunks and sentences came from one pass
-    stored = SentenceVectors(path).lookup(["It was founded in 1386 by Elector Rupert."])
+    stored = SentenceVectors(path).lookup_with_cost(["It was founded in 1386 by Elector Rupert."])[0]
     expected = pooling._one("It was founded in 1386 by Elector Rupert.") + pooling._one(
         f"Heidelberg University\n{CHUNK}"
     )
@@ -181,7 +181,7 @@ def test_the_index_stores_each_chunks_units_and_the_pruned_selector_keeps_them_w
     kinds = [kind for _, _, _, kind in units]
     assert kinds.count("code") == 1 and kinds.count("row") == 3
     # Every unit has its own stored vector: the compressor embeds nothing at query time.
-    found = stored.lookup([passage[s:e] for s, e, _, _ in units])
+    found = stored.lookup_with_cost([passage[s:e] for s, e, _, _ in units])[0]
     assert len(found) == len(units)
     # A chunk the index does not know is split into plain sentences.
     assert [k for *_, k in stored.units(["One. Two."])[0]] == ["text", "text"]

@@ -64,7 +64,7 @@ def test_an_interrupted_full_rebuild_leaves_the_previous_build_whole_and_the_nex
     path = tmp_path / "idx.lancedb"
     build(path)
     before = index_identity(path)
-    vector = SentenceVectors(path).lookup([SENTENCE])[SENTENCE]
+    vector = SentenceVectors(path).lookup_with_cost([SENTENCE])[0][SENTENCE]
     units = SentenceVectors(path).units([_guide().text])
     sentence_rows = SentenceVectors(path).table.count_rows()
 
@@ -74,7 +74,7 @@ def test_an_interrupted_full_rebuild_leaves_the_previous_build_whole_and_the_nex
     assert index_identity(path) == before
     stored = SentenceVectors(path)
     assert stored.table.count_rows() == sentence_rows
-    assert np.array_equal(stored.lookup([SENTENCE])[SENTENCE], vector)
+    assert np.array_equal(stored.lookup_with_cost([SENTENCE])[0][SENTENCE], vector)
     assert stored.units([_guide().text]) == units
     assert uncovered_tables(path)  # the interrupted build's partial side tables, named by no snapshot
 
@@ -96,12 +96,12 @@ def test_a_reader_pinned_to_a_chunk_version_reads_the_side_tables_of_that_build(
     path = tmp_path / "idx.lancedb"
     build(path)
     pinned = index_identity(path).version
-    old = SentenceVectors(path, pinned).lookup([SENTENCE])[SENTENCE]
+    old = SentenceVectors(path, pinned).lookup_with_cost([SENTENCE])[0][SENTENCE]
     build(path, BreaksAfter(calls=10_000, shift=1.0), rebuild=True)  # a rebuild with other vectors commits
-    new = SentenceVectors(path).lookup([SENTENCE])[SENTENCE]
+    new = SentenceVectors(path).lookup_with_cost([SENTENCE])[0][SENTENCE]
     assert not np.allclose(old, new)
     again = SentenceVectors(path, pinned)
-    assert again.chunk_version == pinned and np.array_equal(again.lookup([SENTENCE])[SENTENCE], old)
+    assert again.chunk_version == pinned and np.array_equal(again.lookup_with_cost([SENTENCE])[0][SENTENCE], old)
     assert LanceRetriever(path, SpanHashEmbedder(), version=pinned).version == pinned
     with pytest.raises(CribsheetError, match="not a committed snapshot"):
         SentenceVectors(path, pinned + 1000)
