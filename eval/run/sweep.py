@@ -74,7 +74,9 @@ def run_sweep(
     setting an earlier run computed over the same inputs is copied from it (`reuse`). With `ray`, settings
     are computed on Ray workers, each holding its own engine; this process only retrieves the index version
     and writes the rows (the store's single writer). `wrap` runs each setting's computation (the flows make it
-    one Prefect task per setting, with retries).
+    one Prefect task per setting, with retries). Every write names this process as the run's owner: once
+    another process has taken the run over, `RunTakenOver` is raised and the run's row is left to it; a
+    heartbeat that keeps failing ends the run as failed (`HeartbeatFailed`).
     """
     tick = progress or (lambda stage, done, total: None)
     stages: dict[str, float] = {}
@@ -115,8 +117,11 @@ def run_sweep(
         except BaseException as exc:
             heartbeat.stop()
             error = f"{type(exc).__name__}: {exc}"[:2000]
-            if not isinstance(exc, RunTakenOver):  # the run is someone else's now: leave its row alone
-                store.finish_run(run_id, "failed", error=error, stage_seconds=dumps(stages))
+            # A run someone else took over is theirs: leave its row alone. The owner condition also refuses the
+            # close when the takeover is only found now (this process was frozen past the stale limit), and
+            # that RunTakenOver is what the caller sees.
+            if not isinstance(exc, RunTakenOver):
+                store.finish_run(run_id, "failed", owner=heartbeat.owner, error=error, stage_seconds=dumps(stages))
             raise
         finally:
             heartbeat.stop()
@@ -182,6 +187,7 @@ class _Sweep:
                 self.config.setting_hash,
                 self.tick,
                 self.config.max_failed_fraction,
+                owner=self.heartbeat.owner,
             )
             self.stages["reuse"] = self.stages.get("reuse", 0.0) + time.perf_counter() - t0
         # The grid's largest top-k sets the candidate count, for computed and kept settings alike.
@@ -192,6 +198,7 @@ class _Sweep:
 
         def write(out: SettingOutput) -> None:
             nonlocal n_rows
+            self.heartbeat.check()  # a run taken over, or no longer heartbeating, stores nothing more
             for stage, seconds in out.stages.items():
                 self.stages[stage] = self.stages.get(stage, 0.0) + seconds
             self.store.add_samples(out.rows, out.claims, owner=self.heartbeat.owner)
@@ -218,6 +225,7 @@ class _Sweep:
             runner = SettingRunner(self.config, comps, self.run_id, self.questions, n_candidates, self.tick)
             warm = runner.warm()
             for index, setting in enumerate(todo, start=1):
+                self.heartbeat.check()  # before a setting's work, not only at its write
                 compute = partial(runner.compute, setting, index, len(todo))
                 write(self.wrap(setting, self.reuse_key or self.run_id, compute) if self.wrap else compute())
             self.stages["warm"] = self.stages.get("warm", 0.0) + runner.stages.get("warm", 0.0)
@@ -229,6 +237,7 @@ class _Sweep:
         self.store.finish_run(
             self.run_id,
             "ok",
+            owner=self.heartbeat.owner,
             stage_seconds=dumps(self.stages),
             warm_prefix_tokens=warm.prefix_tokens if warm else None,
             warm_cached_tokens=warm.cached_tokens if warm else None,

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from corpus.errors import CribsheetError
-from eval.store.lifecycle import Record, RunLifecycle, RunTakenOver, drop_setting
+from eval.store.lifecycle import Owner, Record, RunLifecycle, check_owner, drop_setting
 from eval.store.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
 from eval.store.schema import SCHEMA_VERSION, STORAGE_COMPATIBILITY, TABLES, VIEWS, columns
 
@@ -167,21 +167,16 @@ class DuckDBStore(RunLifecycle):
             self._insert(con, "questions", questions)
 
     def add_samples(
-        self, rows: Sequence[SampleRow], claims: Sequence[ClaimRow] = (), owner: tuple[int, str] | None = None
+        self, rows: Sequence[SampleRow], claims: Sequence[ClaimRow] = (), owner: Owner | None = None
     ) -> None:
         """One setting's rows and their claim evidence, together or not at all; they replace whatever that
         setting of that run held (a failed setting computed again), so a setting's rows are written once.
-        With `owner` (pid, host), nothing is written unless that process still runs the run.
+        With `owner` (pid, host), nothing is written unless that process still runs the run (`RunTakenOver`).
         """
         with self.transaction() as con:
             if owner is not None:
                 for run_id in sorted({r.run_id for r in rows}):
-                    holder = con.execute("SELECT pid, host, status FROM runs WHERE run_id = ?", [run_id]).fetchone()
-                    if holder is None or (holder[0], holder[1], holder[2]) != (*owner, "running"):
-                        raise RunTakenOver(
-                            f"run {run_id} is no longer this process's (now {holder}): it was taken over; "
-                            "nothing written"
-                        )
+                    check_owner(con, run_id, owner)
             for run_id, setting_hash in sorted({(r.run_id, r.setting_hash) for r in rows}):
                 drop_setting(con, run_id, setting_hash)
             self._insert(con, "samples", rows)
@@ -192,13 +187,18 @@ class DuckDBStore(RunLifecycle):
         with self.transaction() as con:
             self._insert(con, "gate_decisions", [row])
 
-    def finish_run(self, run_id: str, status: str, **fields: Any) -> None:
-        """Close a run: its status, finish time and summary fields (names checked against `RunRow`)."""
+    def finish_run(self, run_id: str, status: str, *, owner: Owner | None = None, **fields: Any) -> None:
+        """Close a run: its status, finish time and summary fields (names checked against `RunRow`). With
+        `owner` (pid, host), nothing is written unless that process still runs the run (`RunTakenOver`), so a
+        process that was frozen past the takeover timeout cannot close the run its successor now runs.
+        """
         unknown = sorted(set(fields) - set(RunRow.model_fields))
         if unknown:
             raise CribsheetError(f"unknown runs column(s) {unknown}")
         fields = {"status": status, "finished_at": dt.datetime.now(dt.UTC), **fields}
         with self.transaction() as con:
+            if owner is not None:
+                check_owner(con, run_id, owner)
             con.execute(
                 f"UPDATE runs SET {', '.join(f'{k} = ?' for k in fields)} WHERE run_id = ?", [*fields.values(), run_id]
             )

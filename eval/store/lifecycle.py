@@ -29,6 +29,24 @@ class RunTakenOver(CribsheetError):
     """
 
 
+Owner = tuple[int, str]
+"""(pid, host) of the process that runs a run (`runs.pid`, `runs.host`)."""
+
+
+def check_owner(con: Any, run_id: str, owner: Owner) -> None:
+    """Raise `RunTakenOver` unless process `owner` still runs `run_id` (inside the caller's transaction, so
+    the write that follows lands only while it does).
+    """
+    holder = con.execute("SELECT pid, host, status FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    if holder is not None and (holder[0], holder[1], holder[2]) == (*owner, "running"):
+        return
+    now = "gone" if holder is None else f"{holder[2]}, held by process {holder[0]} on {holder[1]}"
+    raise RunTakenOver(
+        f"run {run_id} is no longer this process's (process {owner[0]} on {owner[1]}; the run is now {now}): "
+        "it was taken over; nothing written"
+    )
+
+
 Alive = Callable[[str, int], bool | None]
 """(host, pid) -> whether that process is alive; None when this machine cannot tell (another host)."""
 
@@ -134,15 +152,14 @@ class RunLifecycle:
             earlier = json.loads(stages) if stages else {}
             return Claimed(run_id=str(run_id), resumed=True, done={str(h) for (h,) in done}, stage_seconds=earlier)
 
-    def heartbeat(self, run_id: str, pid: int, host: str) -> bool:
-        """Record that process `pid` on `host` is alive and still owns `run_id`; False when another took it over."""
+    def heartbeat(self, run_id: str, pid: int, host: str) -> None:
+        """Record that process `pid` on `host` is alive and still runs `run_id`; `RunTakenOver` (nothing
+        written) when another process took the run over.
+        """
         with self.transaction() as con:
-            owned = con.execute(
-                "UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND pid = ? AND host = ? AND status = 'running' "
-                "RETURNING run_id",
-                [dt.datetime.now(dt.UTC).replace(tzinfo=None), run_id, pid, host],
-            ).fetchall()
-        return bool(owned)
+            check_owner(con, run_id, (pid, host))
+            now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+            con.execute("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?", [now, run_id])
 
     def probe_points(self, run_id: str) -> list[tuple[int, float]]:
         """(uncached prompt tokens, prefill seconds) of every probe request of a run."""
@@ -178,11 +195,14 @@ class RunLifecycle:
         )
         return str(rows[0]["run_id"]) if rows else None
 
-    def copy_setting(self, source_run: str, run_id: str, setting_hash: str) -> int:
+    def copy_setting(self, source_run: str, run_id: str, setting_hash: str, owner: Owner | None = None) -> int:
         """Copy one setting's samples and claims from `source_run` into `run_id` (samples marked with the run
-        that computed them), in one transaction; returns the number of samples.
+        that computed them), in one transaction; returns the number of samples. With `owner` (pid, host),
+        nothing is copied unless that process still runs `run_id` (`RunTakenOver`).
         """
         with self.transaction() as con:
+            if owner is not None:
+                check_owner(con, run_id, owner)
             drop_setting(con, run_id, setting_hash)
             con.execute(
                 "INSERT INTO samples SELECT * REPLACE (? AS run_id, coalesce(reused_from_run, run_id) AS "

@@ -3,12 +3,16 @@ uninterrupted run, nothing is duplicated, and no finished setting is computed ag
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import random
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -25,9 +29,30 @@ COMPARED = "answer, answer_contains, answer_token_recall, context_text, prompt_t
 N_SETTINGS = 6
 
 
-def _script(index: Path, questions: Path, store: Path, top_ks: str = "[1, 2, 3]") -> str:
-    """A sweep over fake components (6 settings); the generator says which batch it is on, then dawdles."""
-    return textwrap.dedent(f"""
+def _script(
+    index: Path,
+    questions: Path,
+    store: Path,
+    top_ks: str = "[1, 2, 3]",
+    *,
+    hold: str = "",
+    release: Path | None = None,
+    then_fail: bool = False,
+    dawdle_s: float = 0.3,
+    setup: str = "",
+    run_args: str = "",
+) -> str:
+    """A sweep over fake components (6 settings); the generator says which batch it is on, then dawdles.
+
+    `hold` stops the child at a known point, after printing a `holding ...` line, until `release` exists
+    (never, without one: the parent kills it there): "batch:K" inside setting K's generation, before its rows
+    are stored; "stored:K" just after setting K's rows are stored; "reset:K" in the first engine cache reset
+    after K batches (before setting K's first probe: its rows not stored yet), where `then_fail` makes the
+    engine fail past the setting, as a dead engine's reset does.
+    `setup` is code run before the sweep; `run_args` are more arguments to `run_sweep` (", resume=False").
+    """
+    return (
+        textwrap.dedent(f"""
         import json, sys, time
         sys.path.insert(0, {str(ROOT)!r})
         from pathlib import Path
@@ -39,12 +64,38 @@ def _script(index: Path, questions: Path, store: Path, top_ks: str = "[1, 2, 3]"
         from eval.run.wiring import Components
         from eval.run.sweep import run_sweep
 
+        HOLD = list({hold!r}.partition(":")[::2])
+        RELEASE = {str(release) if release else None!r}
+
+        def hold(where):
+            print("holding", where, flush=True)  # the parent acts while this process provably waits here
+            while not (RELEASE and Path(RELEASE).exists()):
+                time.sleep(0.01)
+            if {then_fail!r}:
+                raise RuntimeError("engine died while held " + where)
+
         class SlowGenerator(ExtractingGenerator):
-            def generate(self, prompts):
-                out = super().generate(prompts)
+            def reset_cache(self):
+                if HOLD == ["reset", str(len(self.batches))]:
+                    HOLD[:] = []  # once
+                    hold(f"in the engine reset after batch {{len(self.batches)}}")
+                super().reset_cache()
+
+            def generate(self, prompts, json_schema=None):
+                out = super().generate(prompts, json_schema)
                 print("batch", len(self.batches), flush=True)
-                time.sleep(0.3)
+                if HOLD == ["batch", str(len(self.batches))]:
+                    hold(f"in batch {{len(self.batches)}}")
+                time.sleep({dawdle_s!r})
                 return out
+
+        stored = []
+
+        def tick(stage, done, total):
+            if stage.startswith("stored "):
+                stored.append(stage)
+                if HOLD == ["stored", str(len(stored))]:
+                    hold(f"after storing setting {{len(stored)}}")
 
         index = Path({str(index)!r})
         emb = HashEmbedder()
@@ -55,10 +106,14 @@ def _script(index: Path, questions: Path, store: Path, top_ks: str = "[1, 2, 3]"
                              store_path=Path({str(store)!r}), embedder="hash", probe_questions=2, grid=GridConfig(
                                  compressions=[{{"compressor": "none"}}], top_ks={top_ks},
                                  layouts=["ranked", "edges"]))
-        r = run_sweep(config, comps)
+    """)
+        + textwrap.dedent(setup)
+        + textwrap.dedent(f"""
+        r = run_sweep(config, comps, progress=tick{run_args})
         print("result", json.dumps({{"run_id": r.run_id, "resumed": r.resumed, "kept": r.settings_kept,
                                      "computed": r.settings_computed, "reused": r.settings_reused}}), flush=True)
     """)
+    )
 
 
 def _start(script: str, merge_stderr: bool = False) -> subprocess.Popen[str]:
@@ -69,12 +124,14 @@ def _start(script: str, merge_stderr: bool = False) -> subprocess.Popen[str]:
     )
 
 
-def _run_until_batch(script: str, batch: int) -> subprocess.Popen[str]:
-    """A sweep started and left running until its generator has begun batch `batch` (one per setting)."""
+def _run_until_held(script: str) -> subprocess.Popen[str]:
+    """A sweep started and left running until it is held (the script's `hold`): it waits there, provably."""
     proc = _start(script)
     assert proc.stdout is not None
-    while (line := proc.stdout.readline()) and line.strip() != f"batch {batch}":
-        pass
+    lines = []
+    while (line := proc.stdout.readline()) and not line.startswith("holding "):
+        lines.append(line)
+    assert line, f"the sweep ended before it was held: {''.join(lines)}"
     return proc
 
 
@@ -121,20 +178,20 @@ def test_kill_9_then_rerun_equals_an_uninterrupted_run(
     index, questions, baseline = index_and_baseline
     rng = random.Random(seed)
     store = tmp_path / "r.duckdb"
-    script = _script(index, questions, store)
-    kill_at = rng.randint(2, N_SETTINGS - 1)  # one batch per setting: dies inside setting `kill_at`
-    proc = _run_until_batch(script, kill_at)
-    time.sleep(rng.uniform(0.0, 0.25))  # anywhere in that setting's generation
-    _kill(proc)
+    # Dies inside setting k's generation (rows of k - 1 settings stored) or just after k's rows are stored:
+    # the child is held there, provably, when the parent kills it.
+    k, where = rng.randint(2, N_SETTINGS - 1), rng.choice(["batch", "stored"])
+    _kill(_run_until_held(_script(index, questions, store, hold=f"{where}:{k}")))
+    stored = k - 1 if where == "batch" else k
 
     con = duckdb.connect(str(store), read_only=True)
     (status,) = con.execute("SELECT status FROM runs").fetchall()[0]
     kept_before = con.execute("SELECT count(DISTINCT setting_hash) FROM samples").fetchall()[0][0]
     con.close()
-    assert status == "running" and kept_before == kill_at - 1
+    assert status == "running" and kept_before == stored
 
-    result = _result(_start(script))
-    assert result["resumed"] and result["kept"] == kept_before and result["computed"] == N_SETTINGS - kept_before
+    result = _result(_start(_script(index, questions, store)))
+    assert result["resumed"] and result["kept"] == stored and result["computed"] == N_SETTINGS - stored
     assert _rows(store) == baseline  # same answers and metrics, each (setting, question) once
     con = duckdb.connect(str(store), read_only=True)
     runs = con.execute("SELECT run_id, status, resumes, error FROM runs").fetchall()
@@ -151,7 +208,7 @@ def test_a_dead_runs_process_is_found_and_the_run_marked_killed(
 
     index, questions, _ = index_and_baseline
     store = tmp_path / "r.duckdb"
-    proc = _run_until_batch(_script(index, questions, store), 2)
+    proc = _run_until_held(_script(index, questions, store, hold="batch:2"))
     other = _run("other").model_copy(update={"fingerprint": "another sweep's inputs"})
 
     def runs() -> dict[str, dict[str, object]]:
@@ -172,12 +229,10 @@ def test_no_resume_starts_a_new_run_that_reuses_the_finished_settings_unless_tol
 ) -> None:
     index, questions, _ = index_and_baseline
     store = tmp_path / "r.duckdb"
-    script = _script(index, questions, store)
-    _kill(_run_until_batch(script, 3))
-    fresh = script.replace("r = run_sweep(config, comps)", "r = run_sweep(config, comps, resume=False)")
-    result = _result(_start(fresh))
+    _kill(_run_until_held(_script(index, questions, store, hold="batch:3")))  # 2 settings stored
+    result = _result(_start(_script(index, questions, store, run_args=", resume=False")))
     assert not result["resumed"] and result["reused"] == 2 and result["computed"] == N_SETTINGS - 2
-    recomputed = _result(_start(fresh.replace("resume=False)", "resume=False, reuse=False)")))
+    recomputed = _result(_start(_script(index, questions, store, run_args=", resume=False, reuse=False")))
     assert recomputed["reused"] == 0 and recomputed["computed"] == N_SETTINGS
     statuses = sorted(s for _, s in _run_statuses(store))
     assert statuses == ["killed", "ok", "ok"]
@@ -246,3 +301,117 @@ def test_two_identical_sweeps_started_together_compute_once_and_write_no_duplica
     assert statuses.count("ok") == 3 - len(refused) and all(n == distinct for _, n, distinct in per_run)
     other_rows = 2 * 2 * 4  # 2 top-k x 2 layouts x 4 questions
     assert sorted(n for _, n, _ in per_run) == sorted([other_rows] + [N_SETTINGS * 4] * (2 - len(refused)))
+
+
+class _Output:
+    """A child's output lines, read on a thread, so that the test waits for a line with a deadline."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self._lines: list[str] = []
+        self._seen = threading.Condition()
+        self._reader = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._reader.start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                with self._seen:
+                    self._lines.append(line)
+                    self._seen.notify_all()
+        finally:
+            with self._seen:
+                self._seen.notify_all()
+
+    def text(self) -> str:
+        with self._seen:
+            return "".join(self._lines)
+
+    def wait_for(self, text: str, timeout_s: float = 120.0) -> None:
+        """Until a line holds `text` (a generous deadline: a line that never comes fails, naming it)."""
+        with self._seen:
+            self._seen.wait_for(lambda: text in "".join(self._lines) or not self._reader.is_alive(), timeout_s)
+        assert text in self.text(), f"no {text!r} in the child's output:\n{self.text()}"
+
+    def all(self) -> str:
+        """Everything, once the child has closed its output."""
+        self._reader.join(timeout=120)
+        return self.text()
+
+
+def _freeze_outside_the_store(proc: subprocess.Popen[str], store: Path) -> dt.datetime:
+    """SIGSTOP `proc` at a moment it holds no lock on `store` (its heartbeat opens it several times a second);
+    returns its run's last heartbeat, which stays put while it is frozen.
+    """
+    deadline = time.monotonic() + 60
+    while True:
+        os.kill(proc.pid, signal.SIGSTOP)
+        _, status = os.waitpid(proc.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status), f"the sweep ended instead of stopping (status {status})"
+        try:
+            con = duckdb.connect(str(store), read_only=True)
+        except duckdb.IOException as exc:  # frozen inside a heartbeat's transaction: let it finish, try again
+            assert "lock" in str(exc).lower() and time.monotonic() < deadline, exc
+            os.kill(proc.pid, signal.SIGCONT)
+            time.sleep(0.02)
+            continue
+        try:
+            row = con.execute("SELECT heartbeat_at FROM runs").fetchone()
+        finally:
+            con.close()
+        assert row is not None
+        return row[0]  # type: ignore[no-any-return]
+
+
+FAST_HEARTBEAT = """
+    import functools, logging
+    import eval.run.sweep as sweep
+    logging.basicConfig(stream=sys.stdout, level=logging.WARNING, format="%(name)s: %(message)s")
+    sweep.Heartbeat = functools.partial(sweep.Heartbeat, every_s=0.1)
+    sweep.claim_run = functools.partial(sweep.claim_run, stale_after_s=1.0)
+"""
+"""The real heartbeat thread, beating every 0.1 s; a run silent for 1 s may be taken over."""
+
+
+def test_a_frozen_owner_whose_run_was_taken_over_can_neither_write_to_it_nor_close_it(
+    tmp_path: Path, index_and_baseline: tuple[Path, Path, list[tuple[object, ...]]]
+) -> None:
+    """Process A runs a sweep and is frozen (SIGSTOP: a laptop asleep) past the stale limit; B takes the run
+    over and finishes it; A wakes (SIGCONT): its heartbeat is refused, its engine then fails, and its closing
+    write (`failed`) is refused too. A exits saying it was taken over; the run is B's, `ok`, rows complete."""
+    index, questions, baseline = index_and_baseline
+    store, release = tmp_path / "r.duckdb", tmp_path / "release"
+    # A is held in setting 2's engine call (setting 1 stored), to fail there once released.
+    owner = _start(
+        _script(index, questions, store, hold="reset:2", release=release, then_fail=True, setup=FAST_HEARTBEAT),
+        merge_stderr=True,
+    )
+    out = _Output(owner)
+    try:
+        out.wait_for("holding in the engine reset after batch 2")
+        last_beat = _freeze_outside_the_store(owner, store)
+        while dt.datetime.now(dt.UTC).replace(tzinfo=None) - last_beat < dt.timedelta(seconds=1.5):
+            time.sleep(0.05)  # A is frozen: its heartbeat cannot move, only the clock
+        taker = _result(_start(_script(index, questions, store, dawdle_s=0.0, setup=FAST_HEARTBEAT)))
+        assert taker["resumed"] and taker["kept"] == 1 and taker["computed"] == N_SETTINGS - 1
+        os.kill(owner.pid, signal.SIGCONT)
+        out.wait_for(f"heartbeat of run {taker['run_id']} refused")  # A's first write after waking
+        release.touch()  # now A's engine fails, and A tries to mark the run failed
+        assert owner.wait(timeout=120) != 0
+    finally:
+        if owner.poll() is None:
+            os.kill(owner.pid, signal.SIGCONT)
+            _kill(owner)
+    text = out.all()
+    assert "RuntimeError: engine died while held" in text, text
+    assert f"RunTakenOver: run {taker['run_id']} is no longer this process's" in text, text
+    assert "it was taken over; nothing written" in text.splitlines()[-1], text  # the error it exits with
+
+    con = duckdb.connect(str(store), read_only=True)
+    runs = con.execute("SELECT run_id, status, pid, taken_over_from, resumes, error FROM runs").fetchall()
+    con.close()
+    (run_id, status, pid, taken_from, resumes, error), *others = runs
+    assert others == [] and run_id == taker["run_id"]
+    assert (status, resumes, error) == ("ok", 1, None) and pid != owner.pid
+    assert taken_from == f"{owner.pid}@{socket.gethostname()}"
+    assert _rows(store) == baseline  # A's setting 1 and B's five, each once: nothing of A's after waking

@@ -385,8 +385,49 @@ def test_a_silent_run_is_taken_over_from_any_host_and_its_old_owner_writes_nothi
             [_sample("q1").model_copy(update={"run_id": "silent"})], owner=(4242, "a-container-that-is-gone")
         )
     assert DuckDBStore(path).query("SELECT count(*) AS n FROM samples")[0]["n"] == 0
-    assert DuckDBStore(path).heartbeat("silent", 4242, "a-container-that-is-gone") is False
-    assert DuckDBStore(path).heartbeat("silent", 1, "here") is True
+    with pytest.raises(RunTakenOver, match="run silent is no longer this process's"):
+        DuckDBStore(path).heartbeat("silent", 4242, "a-container-that-is-gone")
+    DuckDBStore(path).heartbeat("silent", 1, "here")  # the new owner beats
+
+
+def test_a_taken_over_runs_old_owner_can_neither_close_it_nor_copy_into_it(tmp_path: Path) -> None:
+    """A process frozen past the takeover timeout wakes up and fails: its close and its reuse copy are
+    refused, and the row and samples its successor wrote are left exactly as they were."""
+    from eval.run.resume import claim_run
+    from eval.store.lifecycle import RunTakenOver
+
+    path = tmp_path / "r.duckdb"
+    old, new = (4242, "frozen-laptop"), (1, "here")
+    silent = _run("silent").model_copy(update={"fingerprint": "f", "pid": old[0], "host": old[1]})
+    store = DuckDBStore(path)
+    store.start_run(silent)
+    store.start_run(_run("source"))  # an earlier run whose setting could be reused
+    store.add_samples([_sample("q1", "reused").model_copy(update={"run_id": "source"})])
+    taker = _run("taker").model_copy(update={"fingerprint": "f", "pid": new[0], "host": new[1]})
+    assert claim_run(store, taker, [], [], stale_after_s=0).run_id == "silent"
+    store.add_samples([_sample("q1", answer="the new owner's").model_copy(update={"run_id": "silent"})], owner=new)
+
+    def state() -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+        run = store.query(
+            "SELECT status, pid, host, finished_at, error, heartbeat_at FROM runs WHERE run_id = 'silent'"
+        )
+        rows = store.query("SELECT setting_hash, question_id, answer FROM samples WHERE run_id = 'silent' ORDER BY 1")
+        return run, rows
+
+    before = state()
+    with pytest.raises(RunTakenOver, match="it was taken over"):
+        store.finish_run("silent", "failed", owner=old, error="RuntimeError: engine died")
+    with pytest.raises(RunTakenOver, match="running, held by process 1 on here"):
+        store.copy_setting("source", "silent", "reused", owner=old)
+    with pytest.raises(RunTakenOver):
+        store.heartbeat("silent", *old)
+    assert state() == before and before[0][0]["status"] == "running"
+
+    assert store.copy_setting("source", "silent", "reused", owner=new) == 1  # the owner may do all of it
+    store.finish_run("silent", "ok", owner=new)
+    with pytest.raises(RunTakenOver, match="the run is now ok"):  # a closed run is no one's to close again
+        store.finish_run("silent", "failed", owner=new)
+    assert store.query("SELECT status, error FROM runs WHERE run_id = 'silent'") == [{"status": "ok", "error": None}]
 
 
 def test_break_even_view_predicts_a_linear_run_exactly_and_says_where_each_compressor_pays(tmp_path: Path) -> None:
