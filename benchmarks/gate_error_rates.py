@@ -1,4 +1,4 @@
-"""Error rates and power of the release gate, by simulation on a real sweep's paired outcomes.
+"""Error rates and power of the release gate, fixed-n and sequential, by simulation on a sweep's paired outcomes.
 
 Population: the paired per-question values (baseline, candidate) of one gated metric (default: the first
 deciding metric of policies/gate.yaml) from a stored sweep, answerable questions only. For each planted
@@ -7,17 +7,37 @@ mean(baseline) is exactly d:
 - churn: `--churn` of the candidate's mass moves down (outcomes set to 0) and as much moves up (set to 1),
   so the per-question outcomes change while the mean does not (noise, not copies);
 - then the net change that reaches d, in random questions.
-Each trial resamples n questions with replacement from the population and runs the real gate (`decide`, the
-policy's margin and confidence, a per-trial bootstrap seed).
 
-Reported at n = the bundled set's answerable count and n = the generated set's size:
+Part 1, the fixed-n gate: each trial resamples n questions with replacement from the population and runs the
+real gate (`decide`, the policy's margin and confidence, a per-trial bootstrap seed). Reported at n = the
+bundled set's answerable count and n = the generated set's size:
 - false pass: pass rate at d = -margin (the non-inferiority boundary; the gate should pass <= 2.5 %);
 - false fail: fail rate on equal distributions with noise (baseline vs the baseline with churn);
 - power: pass rate at d = 0 and d = +margin;
 - the whole scan from -2*margin to +margin.
+About 0.2 s per decision at n = 2,900 on 2 CPU cores (BCa bootstrap): the default 200 trials take several
+minutes; `--skip-fixed-scan` leaves this part out.
+
+Part 2, looking again (docs/sequential.md): at d = -margin, -margin/2, 0 and +margin, `--replicates` paths of
+questions drawn with replacement, looked at every `--batch` questions up to `--budget`:
+- sequential: the anytime-valid gate of eval/gate/sequential.py (the exact rule, vectorised), its error
+  budget split as the policy's deciding tests split it;
+- naive: the fixed-n interval re-checked after every batch from the policy's min_questions on, stopping at
+  the first pass or fail (a normal-approximation interval, mean +- z * sd / sqrt(n), in place of the
+  bootstrap, which would take hours here; at these n the two agree closely);
+- fixed-n: the one planned n with the sequential rule's power at that d (normal approximation,
+  n = ((z_{1-a/2} + z_power) * sd / (d + margin))^2, the true sd given to it; a measured power of 1 counts as
+  1 - 1/replicates), and the pass rate measured at that n.
+Questions used: n at the first decision; a path still undecided at the budget counts the budget.
+
+No store (this checkout has none unless a sweep ran): `--stand-in` uses a stand-in population with the
+published character of the bundled 135M generator's outcomes (2,900 questions; token recall 0 for 45 %, 1
+for 40 %, uniform in between for 15 %; the candidate keeps the baseline's outcome for 45 % of questions and
+draws its own otherwise: paired differences with SD near 0.5, as README's gate section reports).
 The last line is one JSON object. Usage:
   .venv/bin/python benchmarks/gate_error_rates.py --store runs/generated/results.duckdb \
       --baseline none-k8-hybrid-dense --candidate llmlingua-4x-k8-hybrid-dense [--trials 200]
+  .venv/bin/python benchmarks/gate_error_rates.py --stand-in --skip-fixed-scan
 """
 
 from __future__ import annotations
@@ -87,34 +107,22 @@ def wilson_high(rate: float, trials: int, z: float = 1.96) -> float:
     return float(min(1.0, (centre + spread) / (1 + z * z / trials)))
 
 
-def main() -> None:  # noqa: PLR0915
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--store", type=Path, default=Path("runs/generated/results.duckdb"))
-    parser.add_argument("--baseline", default="none-k8-hybrid-dense")
-    parser.add_argument("--candidate", default="llmlingua-4x-k8-hybrid-dense")
-    parser.add_argument("--metric", default=None, help="default: the policy's first deciding metric")
-    parser.add_argument("--policy", type=Path, default=Path("policies/gate.yaml"))
-    parser.add_argument("--trials", type=int, default=200)
-    parser.add_argument("--churn", type=float, default=0.1, help="share of mass moved each way as noise")
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples per decision")
-    parser.add_argument("--sizes", default="", help="comma-separated n (default: bundled and generated sizes)")
-    args = parser.parse_args()
-    from corpus.runtime import quiet_offline_env
+def stand_in_population(n: int = 2900, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(baseline, candidate) token recalls with the bundled generator's published character (module doc)."""
+    rng = np.random.default_rng(seed)
 
-    quiet_offline_env()
-    from eval.gate import GatePolicy
+    def outcomes(k: int) -> np.ndarray:
+        u = rng.random(k)
+        return np.where(u < 0.45, 0.0, np.where(u < 0.85, 1.0, rng.random(k)))
+
+    base = outcomes(n)
+    return base, np.where(rng.random(n) < 0.45, base, outcomes(n))
+
+
+def store_population(args: argparse.Namespace, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(baseline, candidate) values of `metric` on the paired answerable questions of two stored settings."""
     from eval.store import DuckDBStore
 
-    if not args.store.is_file():
-        sys.exit(f"error: {args.store}: no results store; run `cribsheet sweep --config configs/generated-sweep.yaml`")
-    policy = GatePolicy.load(args.policy)
-    metric = args.metric or next(m.name for m in policy.metrics if not m.advisory)
-    rule = next((m for m in policy.metrics if m.name == metric), None)
-    if rule is None:
-        sys.exit(f"error: {args.policy}: metric '{metric}' is not in the policy")
-    policy = policy.model_copy(
-        update={"latency": None, "resamples": args.resamples, "metrics": [rule.model_copy(update={"advisory": False})]}
-    )
     store = DuckDBStore(args.store, read_only=True)
     b_rows, c_rows = store.paired_samples(store.resolve_setting(args.baseline), store.resolve_setting(args.candidate))
     ids = sorted(
@@ -125,22 +133,22 @@ def main() -> None:  # noqa: PLR0915
     if len(ids) < 30:
         sys.exit(f"error: {args.store}: only {len(ids)} paired answerable questions with {metric}")
     base = np.array([b_rows[q][metric] for q in ids], dtype=float)
-    cand = np.array([c_rows[q][metric] for q in ids], dtype=float)
+    return base, np.array([c_rows[q][metric] for q in ids], dtype=float)
+
+
+def fixed_scan(
+    base: np.ndarray, cand: np.ndarray, policy: Any, metric: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Part 1: the real fixed-n gate's pass / fail / undecided rates over the scan, at each size."""
     manifest = json.loads(Path("datasets/MANIFEST.json").read_text())["files"]
     sizes = [int(s) for s in args.sizes.split(",") if s] or [
         manifest["fanoutqa_dev_demo.jsonl"]["answerable"],
         manifest["generated_questions.jsonl"]["answerable"],
     ]
-    m = rule.margin
+    m = policy.metrics[0].margin
     scan = [-2 * m, -1.5 * m, -m, -0.5 * m, 0.0, 0.5 * m, m]
     rng = np.random.default_rng(0)
-    print(
-        f"population: {len(ids)} paired answerable questions of {args.baseline} vs {args.candidate} from "
-        f"{args.store}; {metric}: baseline {base.mean():.3f}, candidate {cand.mean():.3f} (observed diff "
-        f"{cand.mean() - base.mean():+.3f}); margin {m}, {policy.confidence:.0%} CI, {args.trials} trials per cell, "
-        f"churn {args.churn:.0%} each way"
-    )
-    report: dict[str, Any] = {"metric": metric, "margin": m, "trials": args.trials, "population": len(ids)}
+    report: dict[str, Any] = {}
     for n in sizes:
         print(f"\nn = {n}: true difference -> pass / fail / undecided")
         cells = {}
@@ -166,6 +174,199 @@ def main() -> None:  # noqa: PLR0915
             f"{ff:.3f}; power at 0 {summary['power_at_0']:.3f}, at +margin {summary['power_at_plus_margin']:.3f}"
         )
         report[f"n{n}"] = summary
+    return report
+
+
+def naive_decisions(diffs: np.ndarray, times: np.ndarray, margin: float, z: float) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed-n rule (normal interval) re-checked at every look time: verdict and n at the first decision."""
+    total, squares = np.cumsum(diffs, axis=1)[:, times - 1], np.cumsum(diffs * diffs, axis=1)[:, times - 1]
+    mean = total / times
+    spread = z * np.sqrt(np.maximum(squares / times - mean * mean, 0.0) * times / (times - 1) / times)
+    passed, failed = mean - spread >= -margin, mean + spread < -margin
+    decided = passed | failed
+    first = np.where(decided.any(axis=1), decided.argmax(axis=1), len(times) - 1)
+    rows = np.arange(len(diffs))
+    verdict = np.where(passed[rows, first], "pass", np.where(failed[rows, first], "fail", "undecided"))
+    return verdict, times[first]
+
+
+def fixed_rates(
+    base: np.ndarray, planted: np.ndarray, n: int, margin: float, z: float, reps: int, rng: np.random.Generator
+) -> tuple[float, float]:
+    """Pass and fail rates of the fixed-n rule (normal interval) at one planned n."""
+    passes = fails = 0
+    for start in range(0, reps, 200):
+        idx = rng.integers(0, len(base), (min(200, reps - start), n))
+        diffs = planted[idx] - base[idx]
+        mean, spread = diffs.mean(axis=1), z * diffs.std(axis=1, ddof=1) / np.sqrt(n)
+        passes += int(np.sum(mean - spread >= -margin))
+        fails += int(np.sum(mean + spread < -margin))
+    return passes / reps, fails / reps
+
+
+def outcome_rates(verdict: np.ndarray, n: np.ndarray) -> dict[str, float]:
+    """Pass / fail / undecided rates and the questions used (mean, 90th percentile)."""
+    return {
+        "pass": float(np.mean(verdict == "pass")),
+        "fail": float(np.mean(verdict == "fail")),
+        "undecided": float(np.mean(verdict == "undecided")),
+        "mean_n": float(np.mean(n)),
+        "p90_n": float(np.percentile(n, 90)),
+    }
+
+
+def looking_again(
+    base: np.ndarray, cand: np.ndarray, policy: Any, metric: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Part 2: sequential vs naive re-checking vs fixed-n at matched power (module doc)."""
+    from scipy.stats import norm
+
+    from eval.gate.sequential import SequentialPlan, alpha_split, first_decisions, look_times
+
+    margin = next(r.margin for r in policy.metrics if r.name == metric)
+    alphas = alpha_split(policy)[metric]
+    plan = SequentialPlan(batch=args.batch, budget=args.budget)
+    times = np.array(look_times(args.budget, plan))
+    naive_times = times[times >= policy.min_questions]
+    z = float(norm.ppf(1 - (1 - policy.confidence) / 2))
+    rng = np.random.default_rng(1)
+    print(
+        f"\nlooking again: {args.replicates} paths per true difference, a look every {args.batch} questions up to "
+        f"{args.budget}; sequential error budget: pass {alphas.pass_alpha:.4f}, fail {alphas.fail_alpha:.4f} "
+        f"(fail split over the policy's deciding tests); naive: {policy.confidence:.0%} normal interval re-checked "
+        f"from n = {naive_times[0]}; fixed-n: the sequential rule's power at one planned n"
+    )
+    print(f"  {'true diff':>9}  {'rule':<22} {'pass':>6} {'fail':>6} {'undec':>6} {'mean n':>8} {'p90 n':>7}")
+    cells: dict[str, Any] = {}
+    for d in (-margin, -margin / 2, 0.0, margin):
+        planted = plant(base, cand, d, args.churn, rng)
+        found: dict[str, list[np.ndarray]] = {"seq_v": [], "seq_n": [], "naive_v": [], "naive_n": []}
+        for start in range(0, args.replicates, 500):
+            idx = rng.integers(0, len(base), (min(500, args.replicates - start), args.budget))
+            diffs = planted[idx] - base[idx]
+            verdict, n = first_decisions(diffs, margin, alphas, plan)
+            found["seq_v"].append(verdict)
+            found["seq_n"].append(n)
+            verdict, n = naive_decisions(diffs, naive_times, margin, z)
+            found["naive_v"].append(verdict)
+            found["naive_n"].append(n)
+        seq = outcome_rates(np.concatenate(found["seq_v"]), np.concatenate(found["seq_n"]))
+        naive = outcome_rates(np.concatenate(found["naive_v"]), np.concatenate(found["naive_n"]))
+        sd = float(np.std(planted - base))
+        cell: dict[str, Any] = {"true_diff": d, "sd_diff": sd, "sequential": seq, "naive": naive}
+        rows = [("sequential", seq), (f"naive (every {args.batch})", naive)]
+        if d > -margin:  # matched power: the fixed n that passes as often as the sequential rule does here
+            # a measured power of 1 counts as 1 - 1/replicates (the measurement's resolution); z + z_power > 0
+            power = min(max(seq["pass"], (1 - policy.confidence) / 2 + 1e-3), 1 - 1 / args.replicates)
+            n_fixed = max(2, int(np.ceil(((z + norm.ppf(power)) * sd / (d + margin)) ** 2)))
+            fixed, fixed_fail = fixed_rates(base, planted, n_fixed, margin, z, args.replicates, rng)
+            cell["fixed_n"] = {"n": n_fixed, "pass": fixed, "fail": fixed_fail}
+            cell["fixed_over_sequential_mean_n_ratio"] = n_fixed / seq["mean_n"]
+            planned = float(n_fixed)
+            undecided = 1 - fixed - fixed_fail
+            fixed_row = {"pass": fixed, "fail": fixed_fail, "undecided": undecided, "mean_n": planned, "p90_n": planned}
+            rows.append((f"fixed-n (n = {n_fixed})", fixed_row))
+        for i, (name, r) in enumerate(rows):
+            label = f"{d:+.3f}" if i == 0 else ""
+            cols = " ".join(f"{r[k]:6.3f}" for k in ("pass", "fail", "undecided"))
+            print(f"  {label:>9}  {name:<22} {cols} {r['mean_n']:8.0f} {r['p90_n']:7.0f}")
+        cells[f"{d:+.4f}"] = cell
+    at = {key: cells[f"{d:+.4f}"] for key, d in (("boundary", -margin), ("zero", 0.0), ("plus", margin))}
+    fp, naive_fp = at["boundary"]["sequential"]["pass"], at["boundary"]["naive"]["pass"]
+    goals = {
+        "sequential_false_pass": fp,
+        "sequential_false_pass_upper95": wilson_high(fp, args.replicates),
+        "sequential_false_pass_met": wilson_high(fp, args.replicates) <= 0.05,
+        "naive_false_pass": naive_fp,
+        "naive_over_sequential_false_pass_ratio": naive_fp / fp if fp else None,
+        "zero_diff_fixed_over_sequential_mean_n_ratio": at["zero"]["fixed_over_sequential_mean_n_ratio"],
+        "plus_margin_fixed_over_sequential_mean_n_ratio": at["plus"]["fixed_over_sequential_mean_n_ratio"],
+    }
+    goals["fewer_questions_met_at_zero"] = goals["zero_diff_fixed_over_sequential_mean_n_ratio"] >= 2
+    goals["fewer_questions_met_at_plus_margin"] = goals["plus_margin_fixed_over_sequential_mean_n_ratio"] >= 2
+
+    def met(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    print(
+        f"  goal: sequential false pass at -margin <= 0.05: {fp:.3f} "
+        f"(95% upper {goals['sequential_false_pass_upper95']:.3f}), "
+        f"{met(goals['sequential_false_pass_met'])}; the naive rule's: {naive_fp:.3f}\n"
+        f"  goal: >= 2x fewer questions than fixed-n at matched power: at 0 "
+        f"{goals['zero_diff_fixed_over_sequential_mean_n_ratio']:.2f}x ({met(goals['fewer_questions_met_at_zero'])}), "
+        f"at +margin {goals['plus_margin_fixed_over_sequential_mean_n_ratio']:.2f}x "
+        f"({met(goals['fewer_questions_met_at_plus_margin'])})"
+    )
+    return {
+        "replicates": args.replicates,
+        "batch": args.batch,
+        "budget": args.budget,
+        "pass_alpha": alphas.pass_alpha,
+        "fail_alpha": alphas.fail_alpha,
+        "naive_interval": "normal",
+        "cells": cells,
+        "goals": goals,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--store", type=Path, default=Path("runs/generated/results.duckdb"))
+    parser.add_argument("--baseline", default="none-k8-hybrid-dense")
+    parser.add_argument("--candidate", default="llmlingua-4x-k8-hybrid-dense")
+    parser.add_argument("--stand-in", action="store_true", help="no store: use the stand-in population")
+    parser.add_argument("--metric", default=None, help="default: the policy's first deciding metric")
+    parser.add_argument("--policy", type=Path, default=Path("policies/gate.yaml"))
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--churn", type=float, default=0.1, help="share of mass moved each way as noise")
+    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples per decision")
+    parser.add_argument("--sizes", default="", help="comma-separated n (default: bundled and generated sizes)")
+    parser.add_argument("--skip-fixed-scan", action="store_true", help="leave out part 1 (the slow bootstrap)")
+    parser.add_argument("--replicates", type=int, default=10_000, help="part 2: paths per true difference")
+    parser.add_argument("--batch", type=int, default=10, help="part 2: questions between looks")
+    parser.add_argument("--budget", type=int, default=3000, help="part 2: most questions a path may use")
+    args = parser.parse_args()
+    from corpus.runtime import quiet_offline_env
+
+    quiet_offline_env()
+    from eval.gate import GatePolicy
+
+    policy = GatePolicy.load(args.policy)
+    metric = args.metric or next(m.name for m in policy.metrics if not m.advisory)
+    rule = next((m for m in policy.metrics if m.name == metric), None)
+    if rule is None:
+        sys.exit(f"error: {args.policy}: metric '{metric}' is not in the policy")
+    if args.store.is_file():
+        base, cand = store_population(args, metric)
+        source = f"{args.baseline} vs {args.candidate} from {args.store}"
+    elif args.stand_in:
+        base, cand = stand_in_population()
+        source = "the stand-in population (--stand-in: no store here; see the module doc)"
+    else:
+        sys.exit(
+            f"error: {args.store}: no results store; run `cribsheet sweep --config configs/generated-sweep.yaml`, "
+            "or pass --stand-in for the stand-in population"
+        )
+    fixed_policy = policy.model_copy(
+        update={"latency": None, "resamples": args.resamples, "metrics": [rule.model_copy(update={"advisory": False})]}
+    )
+    m = rule.margin
+    print(
+        f"population: {len(base)} paired answerable questions of {source}; {metric}: baseline {base.mean():.3f}, "
+        f"candidate {cand.mean():.3f} (observed diff {cand.mean() - base.mean():+.3f}, SD of the paired differences "
+        f"{np.std(cand - base):.3f}); margin {m}, {policy.confidence:.0%} CI, churn {args.churn:.0%} each way"
+        + ("" if args.skip_fixed_scan else f"; {args.trials} trials per cell")
+    )
+    report: dict[str, Any] = {
+        "metric": metric,
+        "margin": m,
+        "trials": args.trials,
+        "population": len(base),
+        "population_source": "store" if args.store.is_file() else "stand-in",
+    }
+    if not args.skip_fixed_scan:
+        report |= fixed_scan(base, cand, fixed_policy, metric, args)
+    report["sequential"] = looking_again(base, cand, policy, metric, args)
     print(json.dumps(report))
 
 

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-Record = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -102,7 +100,7 @@ def pareto_plot(pts: Sequence[Point], best: set[str], title: str) -> str:
     return _svg(fig)
 
 
-def speedup_at(row: Record, context: float) -> float:
+def speedup_at(row: Mapping[str, Any], context: float) -> float:
     """The break-even model's predicted end-to-end speed-up of a `v_break_even` row at `context` tokens."""
     t0, t1, t2 = row["ttft_intercept_s"], row["ttft_s_per_1k"], row["ttft_s_per_1k_squared"]
     rr, h, k, r = row["retrieve_rerank_s"], row["other_prompt_tokens"], row["cold_s_per_token"], row["realized_ratio"]
@@ -113,7 +111,7 @@ def speedup_at(row: Record, context: float) -> float:
     return float((rr + ttft(context + h)) / (rr + k * context + ttft(context / r + h)))
 
 
-def break_even_plot(rows: Sequence[Record], title: str, longest: int = 8000) -> str:
+def break_even_plot(rows: Sequence[Mapping[str, Any]], title: str, longest: int = 8000) -> str:
     """Predicted end-to-end speed-up against context length, one curve per compressed setting, with the
     measured points on top, and the 1x (break-even) and 2x lines.
     """

@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.plots import Point
-from eval.store import DuckDBStore
-
-Record = dict[str, Any]
+from eval.store import DuckDBStore, Record
 
 
 def points(rows: Sequence[Record]) -> list[Point]:

@@ -17,8 +17,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-err = Console(stderr=True)
-out = Console(width=None if sys.stdout.isatty() else 200)  # piped output: do not squeeze the leaderboard
+# Piped (a CI log): a printed line stays one line whatever its length, so grep finds it (rich would wrap it at
+# 80 columns, or 200); tables keep a fixed width so the leaderboard is not squeezed.
+err = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
+out = Console(width=None if sys.stdout.isatty() else 200, soft_wrap=not sys.stdout.isatty())
 
 LEADERBOARD_COLUMNS = [
     ("setting_name", "setting", "{}"),

@@ -162,7 +162,11 @@ def gate_each_compressed(store: DuckDBStore, run_id: str, policy_path: Path) -> 
 
 def verdict_line(d: GateDecision) -> str:
     """One line per candidate: the verdict and the metric that decided it."""
-    deciding = [r for r in d.reasons if f": {d.decision}" in r or f" {d.decision} " in r]  # the metric that decided
+    # The deciding metric by its verdict, not by the wording of its reason (a latency reason ends "(fail)").
+    deciders = [m.name for m in d.metrics if not m.advisory and m.verdict == d.decision]
+    if d.latency is not None and d.latency.verdict == d.decision:
+        deciders.append(d.latency.metric)
+    deciding = [r for r in d.reasons if any(r.startswith(f"{name}:") for name in deciders)]
     why = (deciding or d.reasons or ["every gated metric passed"])[0]
     if d.decision == "pass" and d.latency is not None:
         why += f"; {d.latency.speedup:.2f}x as fast end to end"

@@ -2,7 +2,7 @@
 
 from eval.store.database import DuckDBStore, RunMeta, SettingRef, dumps
 from eval.store.lifecycle import Record
-from eval.store.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
+from eval.store.rows import ClaimRow, GateDecisionRow, GateLookRow, QuestionRow, RunRow, SampleRow, SettingRow
 from eval.store.schema import SCHEMA_VERSION, STORAGE_COMPATIBILITY, TABLES, VIEWS, columns, schema_version
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "ClaimRow",
     "DuckDBStore",
     "GateDecisionRow",
+    "GateLookRow",
     "QuestionRow",
     "Record",
     "RunMeta",

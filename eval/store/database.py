@@ -18,10 +18,8 @@ from pydantic import BaseModel, ConfigDict
 
 from corpus.errors import CribsheetError
 from eval.store.lifecycle import Owner, Record, RunLifecycle, check_owner, drop_setting
-from eval.store.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
+from eval.store.rows import ClaimRow, GateDecisionRow, GateLookRow, QuestionRow, RunRow, SampleRow, SettingRow
 from eval.store.schema import SCHEMA_VERSION, STORAGE_COMPATIBILITY, TABLES, VIEWS, columns
-
-"""One stored row as column -> value."""
 
 
 class SettingRef(BaseModel):
@@ -186,6 +184,20 @@ class DuckDBStore(RunLifecycle):
         """One gate decision."""
         with self.transaction() as con:
             self._insert(con, "gate_decisions", [row])
+
+    def add_look(self, rows: Sequence[GateLookRow]) -> None:
+        """Every metric of one look of a sequential gate, together or not at all; a look stored again (a
+        resumed gate) replaces the one it recomputes.
+        """
+        with self.transaction() as con:
+            for sequence_id, look in sorted({(r.sequence_id, r.look) for r in rows}):
+                con.execute("DELETE FROM gate_looks WHERE sequence_id = ? AND look = ?", [sequence_id, look])
+            self._insert(con, "gate_looks", rows)
+
+    def looks(self, sequence_id: str) -> list[GateLookRow]:
+        """The stored looks of a sequential gate, in order."""
+        rows = self.query("SELECT * FROM gate_looks WHERE sequence_id = ? ORDER BY look, metric", [sequence_id])
+        return [GateLookRow.model_validate(r) for r in rows]
 
     def finish_run(self, run_id: str, status: str, *, owner: Owner | None = None, **fields: Any) -> None:
         """Close a run: its status, finish time and summary fields (names checked against `RunRow`). With

@@ -15,6 +15,7 @@ from corpus.errors import CribsheetError
 from eval.store.rows import QuestionRow, RunRow, SettingRow
 
 Record = dict[str, Any]
+"""One stored row as column -> value."""
 
 
 def drop_setting(con: Any, run_id: str, setting_hash: str) -> None:

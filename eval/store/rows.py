@@ -320,3 +320,30 @@ class GateDecisionRow(Row):
     results_json: str
     """Per metric: means, diff, CI, margin, verdict; and the latency speed-up with its CI."""
     report_path: str | None = None
+
+
+class GateLookRow(Row):
+    """One metric at one look of a sequential gate (`cribsheet gate --until-decided`): the anytime-valid
+    bounds after n paired questions, and the verdict they gave.
+    """
+
+    sequence_id: str
+    """The sequential gate's identity: the two settings, the policy, the plan (batch, budget, seed) and the
+    run identity of what it sweeps (index snapshot, models, code, packages, machine, question file)."""
+    look: int
+    """1, 2, ...: one per batch of questions."""
+    n: int
+    """Paired questions (probes, for the latency metric) behind this look."""
+    metric: str
+    estimate: float | None = None
+    """Mean paired difference (candidate - baseline; for latency: the speed-up baseline / candidate)."""
+    lower: float | None = None
+    upper: float | None = None
+    """The confidence sequence's bounds at this look (valid at every look at once)."""
+    verdict: str
+    """pass | fail | continue | undecided (the budget is spent)."""
+    decision: str
+    """The gate's overall verdict at this look: pass | fail | continue | undecided."""
+    run_id: str
+    """The run that computed this look's batch of questions."""
+    created_at: dt.datetime

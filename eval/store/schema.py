@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from eval.store.rows import ClaimRow, GateDecisionRow, QuestionRow, RunRow, SampleRow, SettingRow
+from eval.store.rows import ClaimRow, GateDecisionRow, GateLookRow, QuestionRow, RunRow, SampleRow, SettingRow
 
 STORAGE_COMPATIBILITY = "v1.0.0"
 """DuckDB file format written for new stores: readable by every DuckDB CLI since 1.0, not only by the
@@ -25,6 +25,7 @@ TABLES: dict[str, type[BaseModel]] = {
     "samples": SampleRow,
     "claims": ClaimRow,
     "gate_decisions": GateDecisionRow,
+    "gate_looks": GateLookRow,
 }
 
 _SQL_TYPES: dict[Any, str] = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN", dt.datetime: "TIMESTAMP"}

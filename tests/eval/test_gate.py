@@ -377,3 +377,34 @@ def test_engine_precision_of_the_samples_is_noted_where_the_run_level_one_cannot
         con.execute("UPDATE samples SET engine_precision = 'float32' WHERE setting_name = 'cand'")
     notes = gate(store, "base", "cand", POLICY, run="r1").notes
     assert "engine precision of the samples: bfloat16 vs float32" in notes
+
+
+def test_verdict_line_names_latency_when_the_speed_up_decided_a_fail() -> None:
+    """An LLMLingua-like candidate: answer quality undecided, end to end four times slower. The line names
+    the latency metric that failed it, not the first reason (the undecided quality metric)."""
+    from eval.gate import Labels, decide, verdict_line
+
+    n = 100
+    rng = np.random.default_rng(11)
+    base_recall = (rng.random(n) < 0.5).astype(float)
+    cand_recall = base_recall.copy()
+    ones, zeros = np.flatnonzero(base_recall == 1), np.flatnonzero(base_recall == 0)
+    cand_recall[ones[:13]] = 0.0  # 13 answers lost, 10 gained: -0.03, on the margin, so undecided
+    cand_recall[zeros[:10]] = 1.0
+    latency = 1.0 + 0.1 * rng.random(n)
+    ids = [f"q{i}" for i in range(n)]
+    base = {
+        q: {"status": "ok", "answer_token_recall": base_recall[i], "e2e_cold_s": latency[i]} for i, q in enumerate(ids)
+    }
+    cand = {
+        q: {"status": "ok", "answer_token_recall": cand_recall[i], "e2e_cold_s": 4 * latency[i]}
+        for i, q in enumerate(ids)
+    }
+    policy = GatePolicy(resamples=2000, metrics=[MetricRule(name="answer_token_recall", margin=0.03)])
+    labels = Labels(baseline="none-k8", candidate="llmlingua-4x-k8", baseline_run="r1", candidate_run="r1")
+    d = decide(base, cand, policy, labels)
+    assert d.decision == "fail" and [m.verdict for m in d.metrics] == ["undecided"]
+    assert d.reasons[0].startswith("answer_token_recall: undecided")  # the first reason is not the decider
+    line = verdict_line(d)
+    assert line.startswith("llmlingua-4x-k8 vs none-k8: FAIL (e2e_cold_s: speed-up 0.2"), line
+    assert line.endswith("needs 1.00x (fail))")

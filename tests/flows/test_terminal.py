@@ -41,3 +41,16 @@ def test_progress_without_a_terminal_prints_one_line_per_stage(capfd: pytest.Cap
         report("setting none-k3-hybrid-dense", 4, 4)
     lines = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
     assert [line.split(" in ")[0] for line in lines] == ["rerank: 3/3", "setting none-k3-hybrid-dense: 4/4"]
+
+
+def test_piped_output_keeps_each_line_whole_for_grep() -> None:
+    """Without a terminal (a CI log), a long message is one line, not wrapped at rich's 80 (or 200) columns."""
+    message = "run r1 (resumed): 0 settings kept, 1 reused from earlier runs, 0 computed" + " ." * 40
+    script = (
+        "from flows.terminal import err, out\n"
+        f"err.print({message!r}, highlight=False)\n"
+        f"out.print({message * 2!r}, highlight=False)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stderr.splitlines() == [message]
+    assert done.stdout.splitlines() == [message * 2]
