@@ -81,6 +81,27 @@ def _paired(base: dict[str, Record], cand: dict[str, Record], ids: list[str], me
     ]
 
 
+def paired_arrays(
+    base: dict[str, Record], cand: dict[str, Record], ids: list[str], policy: GatePolicy
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(baseline, candidate) arrays of every policy metric and the latency metric, over the questions `ids`
+    in their order (each metric on its population; a question without a value in both is left out; a latency
+    needs both values positive): what the sequential gate reads.
+    """
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for rule in policy.metrics:
+        pairs = _paired(base, cand, _population(base, ids, POPULATIONS.get(rule.name, "all")), rule.name)
+        if pairs:
+            out[rule.name] = tuple(np.array(x, dtype=float) for x in zip(*pairs, strict=True))  # type: ignore[assignment]
+    if policy.latency:
+        pairs = [(x, y) for x, y in _paired(base, cand, ids, policy.latency.metric) if x > 0 and y > 0]
+        empty = (np.zeros(0), np.zeros(0))
+        out[policy.latency.metric] = (
+            tuple(np.array(x, dtype=float) for x in zip(*pairs, strict=True)) if pairs else empty  # type: ignore[assignment]
+        )
+    return out
+
+
 def _population(samples: dict[str, Record], ids: list[str], population: str) -> list[str]:
     """The question ids a metric is compared on (see `eval.metrics.POPULATIONS`)."""
     if population == "all":

@@ -37,6 +37,27 @@ class LatencyRule(BaseModel):
     `probe_questions` must reach it; fewer: undecided)."""
 
 
+class SequentialPlan(BaseModel):
+    """How the sequential gate looks: after every `batch` questions, up to `budget`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch: int = Field(default=10, ge=1)
+    """Paired questions added between two looks."""
+    budget: int = Field(default=3000, ge=1)
+    """Most paired questions a test may use; still undecided there: undecided. With the paired differences'
+    SD near 0.5 (docs/sequential.md), a candidate exactly as good as the baseline needs thousands of
+    questions to clear a 0.03 margin, so the default sits at the generated set's size."""
+    truncation: float = Field(default=0.5, gt=0.0, lt=1.0)
+    """c: a bet against mean m is capped at c/m (up) or c/(1 - m) (down), so capital stays positive."""
+    latency_bound: float = Field(default=20.0, gt=1.0)
+    """B: the largest per-question speed-up or slow-down the latency test assumes; log-ratios are clipped to
+    [-log B, log B] (the stated error rates hold for the clipped speed-up)."""
+    grid: int = Field(default=2000, ge=10)
+    """Grid intervals over the difference's range for the reported bounds (the boundary is always on it, so
+    the verdict is exact; the bounds are rounded outwards to the grid)."""
+
+
 class GatePolicy(BaseModel):
     """A versioned gate policy file."""
 
@@ -49,6 +70,8 @@ class GatePolicy(BaseModel):
     min_questions: int = Field(default=30, ge=2)
     metrics: list[MetricRule] = Field(default_factory=lambda: [MetricRule(name="answer_contains", margin=0.02)])
     latency: LatencyRule | None = Field(default_factory=LatencyRule)
+    sequential: SequentialPlan | None = None
+    """How `cribsheet gate --until-decided` looks (batch, budget); None: its defaults, or the command's flags."""
 
     @classmethod
     def load(cls, path: Path) -> GatePolicy:

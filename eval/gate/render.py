@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from eval.gate.decision import GateDecision
 
@@ -90,3 +91,38 @@ def decision_json(d: GateDecision) -> str:
         },
         sort_keys=True,
     )
+
+
+def sequential_markdown(outcome: dict[str, Any], baseline: str, candidate: str) -> str:
+    """A sequential gate's report: the decision, then every look of every metric (n, estimate, bounds,
+    verdict), so the decision can be seen forming; `outcome` is `SequentialOutcome` as JSON.
+    """
+    lines = [
+        f"# Sequential gate: {candidate} vs {baseline}: {outcome['decision'].upper()}",
+        "",
+        f"{outcome['n_questions']} questions over {len(outcome['runs'])} batch runs; identity "
+        f"`{outcome['sequence_id'][:16]}`. Bounds are an anytime-valid confidence sequence: valid at every look "
+        "at once, so looking after every batch does not raise the error rates.",
+        "",
+        *[f"- {r}" for r in outcome["reasons"]],
+        "",
+        "| look | metric | n | estimate | lower | upper | verdict | gate |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in outcome["looks"]:
+        lines.append(
+            f"| {r['look']} | {r['metric']} | {r['n']} | {_num(r['estimate'])} | {_num(r['lower'])} | "
+            f"{_num(r['upper'])} | {r['verdict']} | {r['decision']} |"
+        )
+    fixed = {k: v for k, v in outcome["fixed_n"].items() if v}
+    if fixed:
+        lines += [
+            "",
+            "A fixed-n design with 80 % power at these differences: "
+            + ", ".join(f"{k} ~{v} questions" for k, v in fixed.items()),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.3f}"

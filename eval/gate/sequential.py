@@ -54,7 +54,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.errors import CribsheetError
-from eval.gate.policy import GatePolicy
+from eval.gate.policy import GatePolicy, SequentialPlan
 from eval.metrics import DIRECTIONS
 
 VERDICTS = ("pass", "fail", "continue", "undecided")
@@ -62,27 +62,6 @@ VERDICTS = ("pass", "fail", "continue", "undecided")
 
 PRIOR_MEAN, PRIOR_VARIANCE = 0.5, 0.25
 """The paper's regularisation: one pseudo-observation of mean 1/2 and variance 1/4 before the first."""
-
-
-class SequentialPlan(BaseModel):
-    """How the sequential gate looks: after every `batch` questions, up to `budget`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    batch: int = Field(default=10, ge=1)
-    """Paired questions added between two looks."""
-    budget: int = Field(default=3000, ge=1)
-    """Most paired questions a test may use; still undecided there: undecided. With the paired differences'
-    SD near 0.5 (docs/sequential.md), a candidate exactly as good as the baseline needs thousands of
-    questions to clear a 0.03 margin, so the default sits at the generated set's size."""
-    truncation: float = Field(default=0.5, gt=0.0, lt=1.0)
-    """c: a bet against mean m is capped at c/m (up) or c/(1 - m) (down), so capital stays positive."""
-    latency_bound: float = Field(default=20.0, gt=1.0)
-    """B: the largest per-question speed-up or slow-down the latency test assumes; log-ratios are clipped to
-    [-log B, log B] (the stated error rates hold for the clipped speed-up)."""
-    grid: int = Field(default=2000, ge=10)
-    """Grid intervals over the difference's range for the reported bounds (the boundary is always on it, so
-    the verdict is exact; the bounds are rounded outwards to the grid)."""
 
 
 class SideAlphas(BaseModel):

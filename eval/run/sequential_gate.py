@@ -1,0 +1,338 @@
+"""The sequential release gate: sweep a baseline and a candidate over the next batch of unused questions,
+look at every metric's anytime-valid confidence sequence (`eval.gate.sequential`), and stop at the first
+PASS or FAIL, or at the question budget with UNDECIDED and the n reached.
+
+The questions are drawn in a fixed order set before any answer is seen (sorted by the sha256 of the seed and
+the question id: recorded with every look). Each batch is one sweep run over a question file of its own (the
+batch's questions, written once, the same bytes every time), pinned to one index snapshot, probing every
+question of the batch, so the latency test is sequential too. Every look is stored (`gate_looks`) under the
+gate's identity: the two settings, the policy, the plan, and the run identity of what is swept (index
+snapshot, models' weights, code, packages, machine, question file). A killed gate run again resumes: a look
+already stored keeps its run's rows; a batch whose run was killed is resumed by the sweep (its finished
+settings kept); nothing stored is computed twice, and the same inputs give the same looks and decision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from corpus.errors import CribsheetError
+from corpus.load import read_jsonl
+from corpus.models import Question
+from eval.gate.decision import EXIT_CODES, paired_arrays
+from eval.gate.policy import GatePolicy, SequentialPlan
+from eval.gate.sequential import SequentialLook, gate_looks, sequential_decision
+from eval.gate.statistics import power_figures
+from eval.metrics import DIRECTIONS
+from eval.run.identity import run_identity
+from eval.run.runner import Progress
+from eval.run.sweep import run_sweep
+from eval.run.wiring import Components, index_identity
+from eval.settings import CompressionSpec, GridConfig, Setting, SweepConfig
+from eval.store import DuckDBStore, Record
+from eval.store.rows import GateDecisionRow, GateLookRow
+from eval.store.schema import baseline_key
+
+
+class SequentialGateRequest(BaseModel):
+    """A sequential gate: which two settings of a sweep config, under which policy and plan."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sweep: SweepConfig
+    """What to compute: index, question file (the pool drawn from), models, store; its grid must hold both
+    settings."""
+    baseline: str
+    """Baseline setting name (e.g. none-k8-hybrid-dense)."""
+    candidate: str
+    """Candidate setting name; it must differ from the baseline only in compression."""
+    policy_path: Path = Path("policies/gate.yaml")
+    plan: SequentialPlan | None = None
+    """Batch and budget (None: the policy's `sequential` block, else the defaults)."""
+    seed: int = Field(default=0, ge=0)
+    """Seeds the order the questions are drawn in."""
+    report_path: Path | None = None
+    """Markdown report of the looks."""
+
+
+class SequentialOutcome(BaseModel):
+    """What a sequential gate decided, when, and on which runs."""
+
+    sequence_id: str
+    decision: str
+    """pass | fail | undecided"""
+    exit_code: int
+    n_questions: int
+    """Questions swept (both settings) when it stopped."""
+    looks: list[GateLookRow]
+    runs: list[str]
+    """The run of each batch, in order."""
+    reasons: list[str]
+    fixed_n: dict[str, int | None]
+    """Per deciding metric: paired questions a fixed-n design would need for 80 % power at the policy's
+    confidence, from the differences observed (None: already decided at any n, or no spread)."""
+
+
+def draw_order(questions: Sequence[Question], seed: int) -> list[Question]:
+    """The questions in the order the gate draws them: by sha256 of `seed` and the id (set before any answer)."""
+    return sorted(questions, key=lambda q: hashlib.sha256(f"{seed}:{q.id}".encode()).hexdigest())
+
+
+def pair_grid(config: SweepConfig, baseline: str, candidate: str) -> tuple[GridConfig, Setting, Setting]:
+    """A grid of exactly the two settings (from `config`'s grid, by name), which must differ only in
+    compression: a compression setting is gated against its own uncompressed twin.
+    """
+    settings = {s.name: s for s in config.grid.expand()}
+    for name in (baseline, candidate):
+        if name not in settings:
+            raise CribsheetError(f"setting '{name}' is not in the sweep's grid; known: {', '.join(sorted(settings))}")
+    b, c = settings[baseline], settings[candidate]
+    if baseline_key(b.model_dump()) != baseline_key(c.model_dump()):
+        raise CribsheetError(
+            f"'{baseline}' and '{candidate}' differ in more than compression; the sequential gate compares a "
+            "compressed setting with the same setting uncompressed"
+        )
+    grid = GridConfig(
+        compressions=[CompressionSpec(compressor=s.compressor, target_ratio=s.target_ratio) for s in (b, c)],
+        top_ks=[b.top_k],
+        rerankers=[b.reranker],
+        retrievals=[b.retrieval],
+        layouts=[b.layout],
+        outputs=[b.output],
+        answer_caches=[b.answer_cache],
+    )
+    if {s.name for s in grid.expand()} != {baseline, candidate}:
+        raise CribsheetError(f"could not build a grid of only '{baseline}' and '{candidate}'")
+    return grid, b, c
+
+
+def run_sequential_gate(
+    request: SequentialGateRequest,
+    components: Components | None = None,
+    progress: Progress | None = None,
+    store: DuckDBStore | None = None,
+) -> SequentialOutcome:
+    """Sweep batch after batch until every deciding metric is decided or the budget is spent; every look
+    stored as it is taken, the decision stored as a `gate_decisions` row.
+    """
+    tick = progress or (lambda stage, done, total: None)
+    policy = GatePolicy.load(request.policy_path)
+    plan = request.plan or policy.sequential or SequentialPlan()
+    grid, b, c = pair_grid(request.sweep, request.baseline, request.candidate)
+    pool = draw_order([q for _, q in read_jsonl(request.sweep.questions_path, Question)], request.seed)
+    if not pool:
+        raise CribsheetError(f"{request.sweep.questions_path}: no questions to draw from")
+    budget = min(plan.budget, len(pool))
+    index = index_identity(request.sweep)
+    config = request.sweep.model_copy(update={"grid": grid, "index_version": index.version, "limit": None})
+    sequence_id = _sequence_id(config, index, b, c, policy, plan, request.seed, pool[:budget])
+    store = store or DuckDBStore(config.store_path)
+    stored = {look.look: look.run_id for look in store.looks(sequence_id)}
+    folder = config.store_path.parent / "sequential" / sequence_id[:16]
+    runs: list[str] = []
+    rows: list[GateLookRow] = []
+    decision = "continue"
+    last = math.ceil(budget / plan.batch)
+    for look in range(1, last + 1):
+        batch = pool[(look - 1) * plan.batch : min(look * plan.batch, budget)]
+        run_id = stored.get(look)
+        if run_id is None or store.run_meta(run_id).status != "ok":
+            tick(f"sequential gate: batch {look} ({len(batch)} questions)", 0, 1)
+            batch_config = config.model_copy(
+                update={"questions_path": _batch_file(folder, look, batch), "probe_questions": len(batch)}
+            )
+            run_id = run_sweep(batch_config, components, progress).run_id
+        runs.append(run_id)
+        drawn = [q.id for q in pool[: min(look * plan.batch, budget)]]
+        base, cand, ids = _samples(store, runs, drawn, b.name, c.name)
+        looks = _latest_looks(base, cand, ids, policy, plan)
+        decision = sequential_decision(looks, policy)
+        if decision == "continue" and look == last:
+            decision = "undecided"
+        rows = _look_rows(sequence_id, look, run_id, looks, decision)
+        store.add_look(rows)
+        tick(f"sequential gate: look {look}, {len(ids)} questions: {decision}", 1, 1)
+        if decision != "continue":
+            break
+    return _finish(store, request, policy, sequence_id, decision, runs, b, c, base, cand, ids)
+
+
+def _sequence_id(
+    config: SweepConfig,
+    index: object,
+    b: Setting,
+    c: Setting,
+    policy: GatePolicy,
+    plan: SequentialPlan,
+    seed: int,
+    drawn: Sequence[Question],
+) -> str:
+    """The gate's identity: the run identity of what it sweeps, the two settings, the policy, the plan and
+    the drawn questions in order.
+    """
+    from corpus.retrieve import IndexIdentity
+
+    assert isinstance(index, IndexIdentity)
+    payload = {
+        "run": run_identity(config, index).reuse_key,
+        "baseline": config.setting_hash(b),
+        "candidate": config.setting_hash(c),
+        "policy": policy.sha256(),
+        "plan": plan.model_dump(mode="json"),
+        "seed": seed,
+        "questions": [q.id for q in drawn],
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _batch_file(folder: Path, look: int, batch: Sequence[Question]) -> Path:
+    """The batch's question file: the same bytes every time (its digest is part of the batch run's identity)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"batch-{look:04d}.jsonl"
+    text = "".join(q.model_dump_json() + "\n" for q in batch)
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
+def _samples(
+    store: DuckDBStore, runs: Sequence[str], drawn: Sequence[str], baseline: str, candidate: str
+) -> tuple[dict[str, Record], dict[str, Record], list[str]]:
+    """Both settings' samples over every batch run so far, and the question ids in draw order (`drawn`);
+    a question failed in either setting is left out (it decides nothing).
+    """
+    rb: dict[str, Record] = {}
+    rc: dict[str, Record] = {}
+    for run_id in runs:
+        rb |= store.samples(store.resolve_setting(baseline, run_id))
+        rc |= store.samples(store.resolve_setting(candidate, run_id))
+    ids = [q for q in drawn if q in rb and q in rc and rb[q]["status"] == "ok" and rc[q]["status"] == "ok"]
+    return {q: rb[q] for q in ids}, {q: rc[q] for q in ids}, ids
+
+
+def _latest_looks(
+    base: dict[str, Record], cand: dict[str, Record], ids: list[str], policy: GatePolicy, plan: SequentialPlan
+) -> dict[str, list[SequentialLook]]:
+    """Each metric's looks over every question so far, checked at every n (anytime-valid: checking more
+    often costs no error rate), up to its first decision.
+    """
+    pairs = {k: v for k, v in paired_arrays(base, cand, ids, policy).items() if len(v[0])}
+    every = plan.model_copy(update={"batch": 1, "budget": 10**9})
+    latency = policy.latency.metric if policy.latency else None
+    looks = gate_looks(
+        pairs, policy.model_copy(update={"latency": policy.latency if latency in pairs else None}), every
+    )
+    return looks
+
+
+def _look_rows(
+    sequence_id: str, look: int, run_id: str, looks: dict[str, list[SequentialLook]], decision: str
+) -> list[GateLookRow]:
+    now = datetime.now(UTC)
+    rows = []
+    for metric, seq in sorted(looks.items()):
+        if not seq:
+            continue
+        last = seq[-1]
+        verdict = last.verdict if not (decision == "undecided" and last.verdict == "continue") else "undecided"
+        rows.append(
+            GateLookRow(
+                sequence_id=sequence_id,
+                look=look,
+                n=last.n,
+                metric=metric,
+                estimate=last.estimate,
+                lower=last.lower,
+                upper=last.upper,
+                verdict=verdict,
+                decision=decision,
+                run_id=run_id,
+                created_at=now,
+            )
+        )
+    return rows
+
+
+def _finish(
+    store: DuckDBStore,
+    request: SequentialGateRequest,
+    policy: GatePolicy,
+    sequence_id: str,
+    decision: str,
+    runs: list[str],
+    b: Setting,
+    c: Setting,
+    base: dict[str, Record],
+    cand: dict[str, Record],
+    ids: list[str],
+) -> SequentialOutcome:
+    """The decision row, the report, and the outcome."""
+    looks = store.looks(sequence_id)
+    final = [r for r in looks if r.look == len(runs)]
+    reasons = [
+        f"{r.metric}: {r.verdict} at n={r.n} (estimate {r.estimate:+.3f}, bounds [{r.lower:+.3f}, {r.upper:+.3f}])"
+        for r in final
+        if r.estimate is not None and r.lower is not None and r.upper is not None
+    ]
+    fixed_n: dict[str, int | None] = {}
+    for rule in policy.metrics:
+        if rule.advisory:
+            continue
+        pairs = paired_arrays(base, cand, ids, policy).get(rule.name)
+        if pairs is not None and len(pairs[0]) > 1:
+            diffs = pairs[1] - pairs[0]
+            fixed_n[rule.name] = power_figures(diffs, rule.margin, DIRECTIONS[rule.name], policy.confidence)[2]
+    n_questions = sum(len(_questions_of(store, r)) for r in runs)
+    store.add_decision(
+        GateDecisionRow(
+            decision_id=uuid.uuid4().hex[:12],
+            created_at=datetime.now(UTC),
+            baseline=b.name,
+            candidate=c.name,
+            baseline_hash=request.sweep.setting_hash(b),
+            candidate_hash=request.sweep.setting_hash(c),
+            baseline_run=runs[-1],
+            candidate_run=runs[-1],
+            decision=decision,
+            exit_code=EXIT_CODES[decision],
+            reasons=json.dumps(reasons),
+            n_questions=n_questions,
+            policy_json=policy.model_dump_json(),
+            policy_sha256=policy.sha256(),
+            results_json=json.dumps(
+                {"sequence_id": sequence_id, "runs": runs, "looks": [r.model_dump(mode="json") for r in looks]}
+            ),
+            report_path=str(request.report_path) if request.report_path else None,
+        )
+    )
+    outcome = SequentialOutcome(
+        sequence_id=sequence_id,
+        decision=decision,
+        exit_code=EXIT_CODES[decision],
+        n_questions=n_questions,
+        looks=looks,
+        runs=runs,
+        reasons=reasons,
+        fixed_n=fixed_n,
+    )
+    if request.report_path is not None:
+        from eval.gate.render import sequential_markdown
+
+        request.report_path.parent.mkdir(parents=True, exist_ok=True)
+        request.report_path.write_text(sequential_markdown(outcome.model_dump(mode="json"), b.name, c.name))
+    return outcome
+
+
+def _questions_of(store: DuckDBStore, run_id: str) -> list[str]:
+    rows = store.query("SELECT question_id FROM questions WHERE run_id = ?", [run_id])
+    return [str(r["question_id"]) for r in rows]

@@ -1,0 +1,177 @@
+"""The sequential gate end to end on fakes: batch after batch until decided, every look stored under the
+gate's identity; run again, it recomputes nothing and gives the same looks; killed with SIGKILL mid-batch and
+run again, the same looks and decision, no stored sample computed again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from eval.gate.policy import SequentialPlan
+from eval.run.sequential_gate import SequentialGateRequest, draw_order, run_sequential_gate
+from eval.store import DuckDBStore
+from tests.conftest import write_jsonl
+from tests.fakes import ExtractingGenerator
+from tests.helpers import SweepSetup
+
+FACTS = [
+    ("How high is K2?", ["8,611 metres"], "K2"),
+    ("What is the largest continent?", ["Asia"], "Asia"),
+    ("Where did the Beatles form?", ["Liverpool"], "Liverpool"),
+    ("When was the Eiffel Tower completed?", ["1889"], "Paris"),
+    ("Where does the Nile flow into?", ["Mediterranean Sea"], "Nile"),
+]
+POLICY = """
+version: 2
+confidence: 0.9
+min_questions: 2
+metrics:
+  - {name: answer_contains, margin: 0.02}
+latency: null
+"""
+BUDGET = 100
+
+
+def pool(n: int = BUDGET) -> list[dict[str, Any]]:
+    return [
+        {"id": f"s{i:03d}", "question": f"{q} (asked {i})", "answers": a, "gold_doc_ids": [d]}
+        for i, (q, a, d) in ((i, FACTS[i % len(FACTS)]) for i in range(n))
+    ]
+
+
+def request(setup: SweepSetup, tmp_path: Path, store: Path) -> SequentialGateRequest:
+    config, _ = setup
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    sweep = config.model_copy(
+        update={"questions_path": write_jsonl(tmp_path / "pool.jsonl", pool()), "store_path": store}
+    )
+    return SequentialGateRequest(
+        sweep=sweep,
+        baseline="none-k1-hybrid-dense",
+        candidate="halving-2x-k1-hybrid-dense",
+        policy_path=policy,
+        plan=SequentialPlan(batch=20, budget=BUDGET),
+    )
+
+
+def test_the_draw_order_is_fixed_by_the_seed_alone() -> None:
+    from corpus.models import Question
+
+    questions = [Question.model_validate(q) for q in pool(20)]
+    assert [q.id for q in draw_order(questions, 0)] == [q.id for q in draw_order(list(reversed(questions)), 0)]
+    assert [q.id for q in draw_order(questions, 0)] != [q.id for q in draw_order(questions, 1)]
+
+
+def test_the_gate_sweeps_batch_after_batch_until_decided_and_a_rerun_computes_nothing(
+    setup: SweepSetup, tmp_path: Path
+) -> None:
+    _, components = setup
+    req = request(setup, tmp_path, tmp_path / "r.duckdb")
+    engine = ExtractingGenerator()
+    outcome = run_sequential_gate(req, components(engine))
+    # Halving mangles the first passage the fake answers from: clearly worse, decided before the budget.
+    assert outcome.decision == "fail" and outcome.n_questions < BUDGET
+    assert len(outcome.runs) == len({r.look for r in outcome.looks}) == outcome.n_questions // 20
+    by_metric: dict[str, list[int]] = {}
+    for row in outcome.looks:
+        by_metric.setdefault(row.metric, []).append(row.n)
+        assert row.lower is not None and row.upper is not None and row.lower <= row.upper
+    assert all(ns == sorted(ns) for ns in by_metric.values())
+    assert {r.decision for r in outcome.looks if r.look == len(outcome.runs)} == {outcome.decision}
+    assert all(r.decision == "continue" for r in outcome.looks if r.look < len(outcome.runs))
+    decided = [r for r in outcome.looks if r.look == len(outcome.runs) and r.verdict == outcome.decision]
+    assert decided  # the metric that decided it is named at the last look
+    # Run again: every look is found stored with its run; no prompt is generated again.
+    again_engine = ExtractingGenerator()
+    again = run_sequential_gate(req, components(again_engine))
+    assert again_engine.batches == [] and again_engine.probes == []
+    assert [r.model_dump(exclude={"created_at"}) for r in again.looks] == [
+        r.model_dump(exclude={"created_at"}) for r in outcome.looks
+    ]
+    assert (again.decision, again.runs) == (outcome.decision, outcome.runs)
+    decisions = DuckDBStore(req.sweep.store_path, read_only=True).query("SELECT decision FROM gate_decisions")
+    assert [d["decision"] for d in decisions] == [outcome.decision] * 2
+
+
+CHILD = """
+import sys
+from pathlib import Path
+from eval.run.sequential_gate import SequentialGateRequest, run_sequential_gate
+from tests.eval.test_sequential_gate import components_for, HoldingGenerator
+req = SequentialGateRequest.model_validate_json(Path(sys.argv[1]).read_text())
+run_sequential_gate(req, components_for(req, HoldingGenerator(Path(sys.argv[2]), int(sys.argv[3]))))
+"""
+
+
+class HoldingGenerator(ExtractingGenerator):
+    """Touches `flag` at its `at`-th batch and then waits there until killed."""
+
+    def __init__(self, flag: Path, at: int) -> None:
+        super().__init__()
+        self.flag, self.at = flag, at
+
+    def generate(self, prompts: Any, json_schema: Any = None) -> Any:
+        if len(self.batches) + 1 == self.at:
+            self.flag.touch()
+            time.sleep(600)
+        return super().generate(prompts, json_schema)
+
+
+def components_for(req: SequentialGateRequest, generator: ExtractingGenerator) -> Any:
+    from corpus.retrieve import LanceRetriever
+    from eval.compress import NoCompressor
+    from eval.rerank import DenseReranker
+    from eval.run.wiring import Components
+    from tests.fakes import HalvingCompressor, HashEmbedder, count_words
+
+    embedder = HashEmbedder()
+    return Components(
+        embedder=embedder,
+        retriever=LanceRetriever(req.sweep.index_path, embedder),
+        rerankers={"dense": DenseReranker(embedder)},
+        compressors={"none": NoCompressor(count_words), "halving": HalvingCompressor()},
+        generator=generator,
+    )
+
+
+def test_killed_mid_batch_then_run_again_gives_the_same_looks_and_computes_no_stored_sample_again(
+    setup: SweepSetup, tmp_path: Path
+) -> None:
+    """Killed in the second batch's second setting: the first look is stored, the second batch's run holds
+    its first setting; the rerun computes exactly the samples that were not stored."""
+    _, components = setup
+    reference = run_sequential_gate(request(setup, tmp_path, tmp_path / "ref.duckdb"), components())
+    req = request(setup, tmp_path, tmp_path / "killed.duckdb")
+    spec = tmp_path / "request.json"
+    spec.write_text(req.model_dump_json())
+    flag = tmp_path / "holding"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(spec), str(flag), "4"], cwd=root, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not flag.exists():
+            assert child.poll() is None, "the gate ended before it reached the batch it holds in"
+            assert time.monotonic() < deadline, "the gate never reached the batch it holds in"
+            time.sleep(0.05)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    reader = DuckDBStore(req.sweep.store_path, read_only=True)
+    stored = reader.query("SELECT count(*) AS n FROM samples")[0]["n"]
+    looks_before = reader.query("SELECT count(DISTINCT look) AS n FROM gate_looks")[0]["n"]
+    del reader
+    assert stored == 3 * 20 and looks_before == 1  # batch 1 (2 settings) and batch 2's first setting
+    engine = ExtractingGenerator()
+    again = run_sequential_gate(req, components(engine))
+    strip = {"created_at", "run_id", "sequence_id"}
+    assert [r.model_dump(exclude=strip) for r in again.looks] == [r.model_dump(exclude=strip) for r in reference.looks]
+    assert again.decision == reference.decision
+    computed = sum(len(batch) for batch in engine.batches)
+    assert computed == 2 * again.n_questions - stored  # every sample once: nothing stored is computed again
