@@ -95,6 +95,17 @@ def publish_gate(decision: GateDecision) -> None:
     )
 
 
+def publish_looks(outcome: dict[str, Any], baseline: str, candidate: str) -> None:
+    """A sequential gate's looks (the decision forming, batch by batch) as a markdown artifact."""
+    from eval.gate.render import sequential_markdown
+
+    create_markdown_artifact(
+        markdown=sequential_markdown(outcome, baseline, candidate),
+        key=artifact_key(f"cribsheet-looks-{candidate}"),
+        description=f"{outcome['decision'].upper()} after {len(outcome['runs'])} looks: {candidate} vs {baseline}",
+    )
+
+
 def gate_state(decision: GateDecision) -> State[GateDecision]:
     """The gate flow run's final state, carrying the decision as its result."""
     message = f"{decision.decision.upper()}: {decision.candidate} vs {decision.baseline}: " + "; ".join(

@@ -129,8 +129,26 @@ def gate(
     baseline_run: Annotated[str | None, typer.Option(help="Run of the baseline, when runs differ.")] = None,
     candidate_run: Annotated[str | None, typer.Option(help="Run of the candidate, when runs differ.")] = None,
     report_file: Annotated[Path | None, typer.Option("--report", help="Markdown report path.")] = None,
+    until_decided: Annotated[
+        bool,
+        typer.Option(
+            "--until-decided",
+            help="Sweep both settings batch by batch over --sweep-config's questions until the gate decides "
+            "(anytime-valid: looking after every batch keeps the policy's error rates).",
+        ),
+    ] = False,
+    sweep_config: Annotated[
+        Path | None, typer.Option("--sweep-config", help="Sweep YAML a sequential gate computes with.")
+    ] = None,
+    batch: Annotated[int | None, typer.Option(min=1, help="Questions per look (sequential) [policy, else 10].")] = None,
+    max_questions: Annotated[
+        int | None, typer.Option(min=1, help="Question budget (sequential) [policy, else 3000].")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(min=0, help="Seeds the sequential draw order [0].")] = None,
 ) -> None:
-    """May this setting ship? Exit 0 pass, 1 fail, 2 could not decide."""
+    """May this setting ship? Exit 0 pass, 1 fail, 2 could not decide. With --until-decided, computes batch
+    after batch until it can decide, every look stored (a killed gate resumes where it stopped).
+    """
     prepare_environment()
     from eval.gate import GateDecision, GateRequest
     from flows.config import given, load_config
@@ -145,6 +163,11 @@ def gate(
         baseline_run=baseline_run,
         candidate_run=candidate_run,
         report_path=report_file,
+        until_decided=until_decided or None,
+        sweep_config=sweep_config,
+        batch=batch,
+        max_questions=max_questions,
+        seed=seed,
     )
     try:
         state = gate_flow(load_config(GateRequest, config_file, overrides), return_state=True)

@@ -30,7 +30,7 @@ from eval.run.runner import SettingOutput
 from eval.run.sweep import SettingWrap, SweepResult, run_sweep
 from eval.settings import CompressionSpec, GridConfig, Setting, SweepConfig
 from eval.store import DuckDBStore
-from flows.artifacts import gate_state, publish_gate, publish_leaderboard, publish_report
+from flows.artifacts import gate_state, publish_gate, publish_leaderboard, publish_looks, publish_report
 from flows.config import load_config
 from flows.progress import report
 
@@ -162,9 +162,27 @@ def gate_flow(request: GateRequest | None = None, config_file: Path | None = Non
     Failed on fail, and Failed named "Undecided" when the gate could not decide, so a Prefect automation
     can block a release on either; the decision is the state's result and a markdown artifact.
     """
-    decision = gate_task(_config(GateRequest, request, config_file))
+    req = _config(GateRequest, request, config_file)
+    decision = sequential_gate_task(req) if req.until_decided else gate_task(req)
     publish_gate(decision)
     return gate_state(decision)
+
+
+@task(name="sequential-gate", cache_policy=NO_CACHE)
+def sequential_gate_task(request: GateRequest) -> GateDecision:
+    """Sweep the two settings batch by batch until the gate decides (every look stored, a killed gate resumed
+    where it stopped); the looks as a markdown artifact, the decision as a `GateDecision`.
+    """
+    from eval.gate import GatePolicy
+    from eval.run.sequential_gate import as_decision, from_gate_request, run_sequential_gate
+
+    if request.sweep_config is None:
+        raise CribsheetError("a sequential gate (--until-decided) needs --sweep-config: what to compute with")
+    quiet_offline_env()
+    sequential = from_gate_request(request, load_config(SweepConfig, request.sweep_config))
+    outcome = run_sequential_gate(sequential, progress=report)
+    publish_looks(outcome.model_dump(mode="json"), request.baseline, request.candidate)
+    return as_decision(outcome, GatePolicy.load(request.policy_path), request.baseline, request.candidate)
 
 
 @dataclass

@@ -127,3 +127,15 @@ class GateRequest(BaseModel):
     """Run of the candidate, when the runs differ."""
     report_path: Path | None = None
     """Markdown report to write."""
+    until_decided: bool = False
+    """Sequential: sweep both settings batch by batch over `sweep_config`'s questions until the gate decides
+    (anytime-valid bounds; `cribsheet gate --until-decided`) instead of gating stored rows once."""
+    sweep_config: Path | None = None
+    """The sweep YAML whose index, models and question file a sequential gate computes with (its grid must
+    hold both settings; its store is `store_path`)."""
+    batch: int | None = Field(default=None, ge=1)
+    """Questions per look of a sequential gate (None: the policy's `sequential.batch`, else 10)."""
+    max_questions: int | None = Field(default=None, ge=1)
+    """A sequential gate's question budget (None: the policy's `sequential.budget`, else 3000)."""
+    seed: int = Field(default=0, ge=0)
+    """Seeds the order a sequential gate draws the questions in."""

@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from corpus.errors import CribsheetError
 from corpus.load import read_jsonl
 from corpus.models import Question
-from eval.gate.decision import EXIT_CODES, paired_arrays
-from eval.gate.policy import GatePolicy, SequentialPlan
+from eval.gate.decision import EXIT_CODES, GateDecision, Labels, paired_arrays
+from eval.gate.policy import GatePolicy, GateRequest, SequentialPlan
 from eval.gate.sequential import SequentialLook, gate_looks, sequential_decision
 from eval.gate.statistics import power_figures
 from eval.metrics import DIRECTIONS
@@ -79,6 +79,43 @@ class SequentialOutcome(BaseModel):
     fixed_n: dict[str, int | None]
     """Per deciding metric: paired questions a fixed-n design would need for 80 % power at the policy's
     confidence, from the differences observed (None: already decided at any n, or no spread)."""
+
+
+def from_gate_request(request: GateRequest, sweep: SweepConfig) -> SequentialGateRequest:
+    """The sequential gate a `GateRequest` with `until_decided` asks for, computing with `sweep` (its store
+    replaced by the request's).
+    """
+    policy = GatePolicy.load(request.policy_path)
+    plan = policy.sequential or SequentialPlan()
+    plan = plan.model_copy(
+        update={"batch": request.batch or plan.batch, "budget": request.max_questions or plan.budget}
+    )
+    return SequentialGateRequest(
+        sweep=sweep.model_copy(update={"store_path": request.store_path}),
+        baseline=request.baseline,
+        candidate=request.candidate,
+        policy_path=request.policy_path,
+        plan=plan,
+        seed=request.seed,
+        report_path=request.report_path,
+    )
+
+
+def as_decision(outcome: SequentialOutcome, policy: GatePolicy, baseline: str, candidate: str) -> GateDecision:
+    """The outcome as a `GateDecision` (what the CLI prints and the Prefect flow's state carries)."""
+    labels = Labels(
+        baseline=baseline, candidate=candidate, baseline_run=outcome.runs[-1], candidate_run=outcome.runs[-1]
+    )
+    decision = GateDecision.make(
+        outcome.decision, outcome.reasons or [outcome.decision], labels, policy, outcome.n_questions
+    )
+    notes = [f"sequential: {len(outcome.runs)} looks, batch runs {', '.join(outcome.runs)}"]
+    notes += [
+        f"{m}: a fixed-n design with 80 % power would need ~{n} paired questions"
+        for m, n in outcome.fixed_n.items()
+        if n
+    ]
+    return decision.model_copy(update={"notes": notes})
 
 
 def draw_order(questions: Sequence[Question], seed: int) -> list[Question]:

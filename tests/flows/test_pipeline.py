@@ -343,3 +343,41 @@ def test_a_settings_task_run_is_tagged_with_the_hash_the_store_keeps(
         runs = client.read_task_runs(task_run_filter=TaskRunFilter(tags=TaskRunFilterTags(all_=tags)))
     assert [r.name for r in runs] == [setting.name]
     assert runs[0].state is not None and runs[0].state.is_completed() and runs[0].run_count == 2
+
+
+def test_the_gate_flow_until_decided_sweeps_batches_and_ends_failed_on_a_clear_loser(
+    swept: tuple[Path, str], tmp_path: Path
+) -> None:
+    from tests.conftest import write_jsonl
+    from tests.eval.test_sequential_gate import POLICY, pool
+
+    path, _ = swept
+    work = path.parent
+    questions = write_jsonl(tmp_path / "pool.jsonl", pool())
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        f"index_path: {work / 'idx.lancedb'}\nquestions_path: {questions}\nstore_path: {tmp_path / 'unused.duckdb'}\n"
+        "embedder: hash\nretrieve_n: 4\ngenerator: {name: fake}\n"
+        "grid: {compressions: [{compressor: none}, {compressor: halving, target_ratio: 2}], top_ks: [1]}\n"
+    )
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    request = GateRequest(
+        store_path=tmp_path / "seq.duckdb",
+        baseline="none-k1-hybrid-dense",
+        candidate="halving-2x-k1-hybrid-dense",
+        policy_path=policy,
+        until_decided=True,
+        sweep_config=sweep,
+        batch=20,
+        max_questions=100,
+        report_path=tmp_path / "looks.md",
+    )
+    state = gate_flow(request, return_state=True)
+    decision = state.result(raise_on_failure=False)
+    assert isinstance(decision, GateDecision) and state.is_failed() and decision.decision == "fail"
+    assert decision.n_questions < 100 and decision.reasons[0].startswith("answer_contains: fail at n=")
+    looks = (tmp_path / "looks.md").read_text()
+    assert "| 1 | answer_contains | 20 |" in looks and "FAIL" in looks
+    artifacts = _artifacts("cribsheet-looks-halving-2x-k1-hybrid-dense")
+    assert artifacts and "| 1 | answer_contains | 20 |" in str(artifacts[0].data)
