@@ -145,3 +145,38 @@ def break_even_plot(rows: Sequence[Mapping[str, Any]], title: str, longest: int 
     ax.legend(fontsize=8, loc="upper left", frameon=True, facecolor="white", framealpha=1.0)
     fig.tight_layout()
     return _svg(fig)
+
+
+def looks_plot(looks: Sequence[Mapping[str, Any]], title: str) -> str:
+    """A sequential gate forming its decision: per metric, the estimate and its anytime-valid bounds against
+    the questions seen, the decision boundary (dashed), and the look where the metric was decided (a ring).
+    """
+    metrics = sorted({str(r["metric"]) for r in looks})
+    fig = _figure(7.2, 2.6 * max(1, len(metrics)))
+    for i, metric in enumerate(metrics, start=1):
+        rows = sorted((r for r in looks if r["metric"] == metric), key=lambda r: int(r["look"]))
+        ax = fig.add_subplot(len(metrics), 1, i)
+        _style(ax, f"{title}: {metric}" if i == 1 else metric, "paired questions seen", "estimate and bounds")
+        n = [int(r["n"]) for r in rows]
+        low = [float(r["lower"]) for r in rows]
+        high = [float(r["upper"]) for r in rows]
+        ax.fill_between(n, low, high, color=OTHER, alpha=0.25, step="post", gid=f"bounds-{_safe(metric)}")
+        ax.plot(n, [float(r["estimate"]) for r in rows], "o-", color=FRONT, ms=4, gid=f"estimate-{_safe(metric)}")
+        if rows and rows[-1].get("threshold") is not None:
+            ax.axhline(float(rows[-1]["threshold"]), ls="--", color="black", lw=1, gid=f"boundary-{_safe(metric)}")
+        decided = [r for r in rows if r["verdict"] in ("pass", "fail")]
+        if decided:
+            r = decided[0]
+            ax.plot(
+                [int(r["n"])],
+                [float(r["estimate"])],
+                "o",
+                ms=12,
+                mfc="none",
+                mec="black",
+                gid=f"decided-{_safe(metric)}",
+            )
+            ax.annotate(str(r["verdict"]).upper(), (int(r["n"]), float(r["estimate"])), xytext=(8, 6),
+                        textcoords="offset points", fontsize=9)  # fmt: skip
+    fig.tight_layout()
+    return _svg(fig)

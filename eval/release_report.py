@@ -239,16 +239,33 @@ def _decision_html(store: DuckDBStore, run_id: str, d: Record) -> str:
             ]
         )
     reasons = "".join(f"<li>{escape(r)}</li>" for r in json.loads(d["reasons"] or "[]"))
+    if "looks" in results:  # a sequential decision: the decision forming, look by look
+        from eval.plots import looks_plot
+
+        title = f"{d['candidate']} vs {d['baseline']}"
+        rows.append([])
+        figure = (
+            f"<figure>{looks_plot(results['looks'], title)}<figcaption>Estimate (dots) and anytime-valid bounds "
+            "(band) after each batch, the decision boundary dashed, the look that decided ringed. "
+            f"{len(results.get('runs', []))} batch runs.</figcaption></figure>"
+        )
+    else:
+        figure = ""
     parts = [
         f'<section class="decision" data-verdict="{escape(verdict)}">',
         f"<h3>{escape(str(d['candidate']))} vs {escape(str(d['baseline']))}: "
         f'<span class="{escape(verdict)}">{escape(verdict.upper())}</span> (exit {d["exit_code"]}, '
         f"{d['n_questions']} paired questions)</h3>",
         f"<ul>{reasons}</ul>" if reasons else "",
-        _table(["metric", "n", "baseline", "candidate", "diff", "95% CI", "margin", "verdict"], rows),
+        _table(["metric", "n", "baseline", "candidate", "diff", "95% CI", "margin", "verdict"], [r for r in rows if r])
+        if any(rows)
+        else "",
+        figure,
     ]
     if d.get("baseline_hash") and d.get("candidate_hash"):
-        losses = store.largest_losses(run_id, d["baseline_hash"], d["candidate_hash"])
+        losses = store.largest_losses(
+            str(d["baseline_run"]), d["baseline_hash"], str(d["candidate_run"]), d["candidate_hash"]
+        )
         if losses:
             parts.append("<p>Questions where the candidate lost most answer token recall:</p>")
             parts.append(
@@ -287,7 +304,10 @@ def html_report(store: DuckDBStore, run_id: str) -> str:
     best = frontier(pts)
     be = store.break_even(run_id)
     newest: dict[tuple[str, str], Record] = {}
-    for d in store.decisions_for_run(run_id):  # newest first: a candidate gated again shows its last decision
+    for d in [
+        *store.decisions_for_run(run_id),
+        *store.sequential_decisions(),
+    ]:  # newest first: a candidate gated again shows its last decision
         newest.setdefault((str(d["baseline"]), str(d["candidate"])), d)
     decisions = list(newest.values())
     hw = json.loads(run["hardware_json"] or "{}")

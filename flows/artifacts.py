@@ -98,9 +98,12 @@ def publish_gate(decision: GateDecision) -> None:
 def publish_looks(outcome: dict[str, Any], baseline: str, candidate: str) -> None:
     """A sequential gate's looks (the decision forming, batch by batch) as a markdown artifact."""
     from eval.gate.render import sequential_markdown
+    from eval.plots import looks_plot
 
+    svg = looks_plot(outcome["looks"], f"{candidate} vs {baseline}")
+    plot = "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
     create_markdown_artifact(
-        markdown=sequential_markdown(outcome, baseline, candidate),
+        markdown=sequential_markdown(outcome, baseline, candidate, plot),
         key=artifact_key(f"cribsheet-looks-{candidate}"),
         description=f"{outcome['decision'].upper()} after {len(outcome['runs'])} looks: {candidate} vs {baseline}",
     )

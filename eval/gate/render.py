@@ -93,13 +93,14 @@ def decision_json(d: GateDecision) -> str:
     )
 
 
-def sequential_markdown(outcome: dict[str, Any], baseline: str, candidate: str) -> str:
-    """A sequential gate's report: the decision, then every look of every metric (n, estimate, bounds,
-    verdict), so the decision can be seen forming; `outcome` is `SequentialOutcome` as JSON.
+def sequential_markdown(outcome: dict[str, Any], baseline: str, candidate: str, plot: str | None = None) -> str:
+    """A sequential gate's report: the decision, the plot of it forming (`plot`: an image address), then every
+    look of every metric (n, estimate, bounds, verdict); `outcome` is `SequentialOutcome` as JSON.
     """
     lines = [
         f"# Sequential gate: {candidate} vs {baseline}: {outcome['decision'].upper()}",
         "",
+        *([f"![the decision forming, look by look]({plot})", ""] if plot else []),
         f"{outcome['n_questions']} questions over {len(outcome['runs'])} batch runs; identity "
         f"`{outcome['sequence_id'][:16]}`. Bounds are an anytime-valid confidence sequence: valid at every look "
         "at once, so looking after every batch does not raise the error rates.",

@@ -295,6 +295,7 @@ def _look_rows(
                 decision=decision,
                 run_id=run_id,
                 created_at=now,
+                threshold=last.threshold,
             )
         )
     return rows
@@ -364,9 +365,13 @@ def _finish(
     )
     if request.report_path is not None:
         from eval.gate.render import sequential_markdown
+        from eval.plots import looks_plot
 
         request.report_path.parent.mkdir(parents=True, exist_ok=True)
-        request.report_path.write_text(sequential_markdown(outcome.model_dump(mode="json"), b.name, c.name))
+        data = outcome.model_dump(mode="json")
+        svg = request.report_path.with_suffix(".svg")
+        svg.write_text(looks_plot(data["looks"], f"{c.name} vs {b.name}"), encoding="utf-8")
+        request.report_path.write_text(sequential_markdown(data, b.name, c.name, svg.name))
     return outcome
 
 

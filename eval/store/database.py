@@ -241,16 +241,20 @@ class DuckDBStore(RunLifecycle):
             [run_id],
         )
 
-    def largest_losses(self, run_id: str, baseline_hash: str, candidate_hash: str, n: int = 5) -> list[Record]:
-        """The answerable questions where the candidate lost most answer token recall against the baseline."""
+    def largest_losses(
+        self, baseline_run: str, baseline_hash: str, candidate_run: str, candidate_hash: str, n: int = 5
+    ) -> list[Record]:
+        """The answerable questions where the candidate lost most answer token recall against the baseline,
+        each setting's answer from its own run (a cross-run decision compares two runs' answers).
+        """
         return self.query(
-            "SELECT question, gold_answers, a_answer AS baseline_answer, b_answer AS candidate_answer, "
-            "a_answer_token_recall AS baseline_recall, b_answer_token_recall AS candidate_recall, "
-            "answer_token_recall_diff AS diff, a_context_tokens AS baseline_context_tokens, "
-            "b_context_tokens AS candidate_context_tokens FROM v_sample_diff "
-            "WHERE run_id = ? AND a_setting_hash = ? AND b_setting_hash = ? AND answerable "
-            "AND answer_token_recall_diff < 0 ORDER BY answer_token_recall_diff, question LIMIT ?",
-            [run_id, baseline_hash, candidate_hash, n],
+            "SELECT a.question, a.gold_answers, a.answer AS baseline_answer, b.answer AS candidate_answer, "
+            "a.answer_token_recall AS baseline_recall, b.answer_token_recall AS candidate_recall, "
+            "b.answer_token_recall - a.answer_token_recall AS diff, a.context_tokens_out AS baseline_context_tokens, "
+            "b.context_tokens_out AS candidate_context_tokens FROM samples a JOIN samples b USING (question_id) "
+            "WHERE a.run_id = ? AND a.setting_hash = ? AND b.run_id = ? AND b.setting_hash = ? AND a.answerable "
+            "AND b.answer_token_recall < a.answer_token_recall ORDER BY diff, a.question LIMIT ?",
+            [baseline_run, baseline_hash, candidate_run, candidate_hash, n],
         )
 
     def run_summary(self, run_id: str) -> Record:

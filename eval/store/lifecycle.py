@@ -219,11 +219,19 @@ class RunLifecycle:
             ).fetchone()
         return int(n)
 
+    def sequential_decisions(self) -> list[Record]:
+        """Every sequential gate decision of the store (its looks in `results_json`), newest first."""
+        return self.query(
+            "SELECT created_at, decision, exit_code, baseline, candidate, n_questions, report_path, reasons, "
+            "results_json, baseline_hash, candidate_hash, baseline_run, candidate_run "
+            "FROM gate_decisions WHERE results_json LIKE '%\"sequence_id\"%' ORDER BY created_at DESC"
+        )
+
     def decisions_for_run(self, run_id: str) -> list[Record]:
         """Gate decisions whose baseline or candidate came from this run, newest first."""
         return self.query(
             "SELECT created_at, decision, exit_code, baseline, candidate, n_questions, report_path, reasons, "
-            "results_json, baseline_hash, candidate_hash "
+            "results_json, baseline_hash, candidate_hash, baseline_run, candidate_run "
             "FROM gate_decisions WHERE baseline_run = ? OR candidate_run = ? ORDER BY created_at DESC",
             [run_id, run_id],
         )

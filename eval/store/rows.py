@@ -347,3 +347,6 @@ class GateLookRow(Row):
     run_id: str
     """The run that computed this look's batch of questions."""
     created_at: dt.datetime
+    threshold: float | None = None
+    """The decision boundary in the estimate's units: -margin (+margin for a lower-is-better metric), or
+    the latency speed-up floor."""

@@ -87,6 +87,12 @@ def test_the_gate_sweeps_batch_after_batch_until_decided_and_a_rerun_computes_no
     assert all(r.decision == "continue" for r in outcome.looks if r.look < len(outcome.runs))
     decided = [r for r in outcome.looks if r.look == len(outcome.runs) and r.verdict == outcome.decision]
     assert decided  # the metric that decided it is named at the last look
+    # The release report shows the decision forming: bounds, boundary, and the look that decided, per metric.
+    from eval.release_report import html_report
+
+    page = html_report(DuckDBStore(req.sweep.store_path, read_only=True), outcome.runs[0])
+    for part in ("bounds", "estimate", "boundary", "decided"):
+        assert f'id="{part}-answer_contains"' in page, part
     # Run again: every look is found stored with its run; no prompt is generated again.
     again_engine = ExtractingGenerator()
     again = run_sequential_gate(req, components(again_engine))

@@ -474,3 +474,16 @@ def test_break_even_view_predicts_a_linear_run_exactly_and_says_where_each_compr
     exact = (o + s * h) / (s - 2 * k - 2 * s / r)  # S(C) = 2 solved for a straight line
     assert cheap["two_x_tokens"] == math.ceil(exact / 100) * 100
     assert dear["predicted_speedup"] < 1.0 and dear["break_even_tokens"] is None and dear["two_x_tokens"] is None
+
+
+def test_the_largest_losses_of_a_cross_run_decision_show_each_runs_own_answers(tmp_path: Path) -> None:
+    store = DuckDBStore(tmp_path / "r.duckdb")
+    for run_id, setting, answer, recall in (("r1", "base", "old run", 1.0), ("r2", "cand", "new run", 0.0)):
+        store.start_run(_run(run_id))
+        store.add_samples(
+            [_sample("q1", setting, run_id=run_id, answer=answer, answer_token_recall=recall, context_tokens_out=9)]
+        )
+    store.add_samples([_sample("q1", "cand", run_id="r1", answer="same run", answer_token_recall=1.0)])
+    (loss,) = store.largest_losses("r1", "base", "r2", "cand")
+    assert (loss["baseline_answer"], loss["candidate_answer"], loss["diff"]) == ("old run", "new run", -1.0)
+    assert store.largest_losses("r1", "base", "r1", "cand") == []  # within r1 the candidate lost nothing
