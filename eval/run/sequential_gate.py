@@ -19,6 +19,7 @@ import json
 import math
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -160,7 +161,6 @@ def run_sequential_gate(
     """Sweep batch after batch until every deciding metric is decided or the budget is spent; every look
     stored as it is taken, the decision stored as a `gate_decisions` row.
     """
-    tick = progress or (lambda stage, done, total: None)
     policy = GatePolicy.load(request.policy_path)
     plan = request.plan or policy.sequential or SequentialPlan()
     grid, b, c = pair_grid(request.sweep, request.baseline, request.candidate)
@@ -173,33 +173,66 @@ def run_sequential_gate(
     sequence_id = _sequence_id(config, index, b, c, policy, plan, request.seed, pool[:budget])
     store = store or DuckDBStore(config.store_path)
     stored = {look.look: look.run_id for look in store.looks(sequence_id)}
-    folder = config.store_path.parent / "sequential" / sequence_id[:16]
-    runs: list[str] = []
-    rows: list[GateLookRow] = []
-    decision = "continue"
-    last = math.ceil(budget / plan.batch)
-    for look in range(1, last + 1):
-        batch = pool[(look - 1) * plan.batch : min(look * plan.batch, budget)]
-        run_id = stored.get(look)
-        if run_id is None or store.run_meta(run_id).status != "ok":
-            tick(f"sequential gate: batch {look} ({len(batch)} questions)", 0, 1)
-            batch_config = config.model_copy(
-                update={"questions_path": _batch_file(folder, look, batch), "probe_questions": len(batch)}
-            )
-            run_id = run_sweep(batch_config, components, progress).run_id
-        runs.append(run_id)
-        drawn = [q.id for q in pool[: min(look * plan.batch, budget)]]
-        base, cand, ids = _samples(store, runs, drawn, b.name, c.name)
-        looks = _latest_looks(base, cand, ids, policy, plan)
-        decision = sequential_decision(looks, policy)
-        if decision == "continue" and look == last:
-            decision = "undecided"
-        rows = _look_rows(sequence_id, look, run_id, looks, decision)
-        store.add_look(rows)
-        tick(f"sequential gate: look {look}, {len(ids)} questions: {decision}", 1, 1)
-        if decision != "continue":
-            break
-    return _finish(store, request, policy, sequence_id, decision, runs, b, c, base, cand, ids)
+    owned = components is None and len(stored) < math.ceil(budget / plan.batch)
+    if owned:  # one engine for every batch, not one per batch
+        from eval.run.wiring import build_components
+
+        components = build_components(config, grid.expand())
+    gate = _Sequence(request, policy, plan, config, pool[:budget], sequence_id, store, b, c)
+    try:
+        return gate.run(stored, components, progress)
+    finally:
+        if owned and components is not None:
+            components.close()
+
+
+@dataclass(frozen=True)
+class _Sequence:
+    """One sequential gate: what it computes with, the questions it draws from, where it stores."""
+
+    request: SequentialGateRequest
+    policy: GatePolicy
+    plan: SequentialPlan
+    config: SweepConfig
+    """The sweep config pinned to one index snapshot, its grid the two settings."""
+    drawn: list[Question]
+    """The questions in draw order, up to the budget."""
+    sequence_id: str
+    store: DuckDBStore
+    b: Setting
+    c: Setting
+
+    def run(
+        self, stored: dict[int, str], components: Components | None, progress: Progress | None
+    ) -> SequentialOutcome:
+        """The loop over batches: sweep the next one unless its look is stored, look, store the look."""
+        tick = progress or (lambda stage, done, total: None)
+        config, plan, store, b, c = self.config, self.plan, self.store, self.b, self.c
+        folder = config.store_path.parent / "sequential" / self.sequence_id[:16]
+        runs: list[str] = []
+        decision = "continue"
+        last = math.ceil(len(self.drawn) / plan.batch)
+        for look in range(1, last + 1):
+            batch = self.drawn[(look - 1) * plan.batch : look * plan.batch]
+            run_id = stored.get(look)
+            if run_id is None or store.run_meta(run_id).status != "ok":
+                tick(f"sequential gate: batch {look} ({len(batch)} questions)", 0, 1)
+                batch_config = config.model_copy(
+                    update={"questions_path": _batch_file(folder, look, batch), "probe_questions": len(batch)}
+                )
+                run_id = run_sweep(batch_config, components, progress).run_id
+            runs.append(run_id)
+            drawn = [q.id for q in self.drawn[: look * plan.batch]]
+            base, cand, ids = _samples(store, runs, drawn, b.name, c.name)
+            looks = _latest_looks(base, cand, ids, self.policy, plan)
+            decision = sequential_decision(looks, self.policy)
+            if decision == "continue" and look == last:
+                decision = "undecided"
+            store.add_look(_look_rows(self.sequence_id, look, run_id, looks, decision))
+            tick(f"sequential gate: look {look}, {len(ids)} questions: {decision}", 1, 1)
+            if decision != "continue":
+                break
+        return _finish(self, decision, runs, base, cand, ids)
 
 
 def _sequence_id(
@@ -302,19 +335,15 @@ def _look_rows(
 
 
 def _finish(
-    store: DuckDBStore,
-    request: SequentialGateRequest,
-    policy: GatePolicy,
-    sequence_id: str,
+    gate: _Sequence,
     decision: str,
     runs: list[str],
-    b: Setting,
-    c: Setting,
     base: dict[str, Record],
     cand: dict[str, Record],
     ids: list[str],
 ) -> SequentialOutcome:
     """The decision row, the report, and the outcome."""
+    store, request, policy, sequence_id, b, c = gate.store, gate.request, gate.policy, gate.sequence_id, gate.b, gate.c
     looks = store.looks(sequence_id)
     final = [r for r in looks if r.look == len(runs)]
     reasons = [
