@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 import flows.cli_results  # noqa: F401  (registers report, gate, export and dataset)
+import flows.cli_scorer  # noqa: F401
 from corpus.errors import CribsheetError
 from flows.app import (
     ConfigOption,
@@ -308,9 +309,22 @@ def demo(
         )
     err.print(f"  engine log: {log}", highlight=False)
     print_leaderboard(sweep.leaderboard, f"demo run {sweep.run_id}")
-    out.print("release gate, each compressed setting against no compression at the same top-k (policies/gate.yaml):")
+    out.print(
+        "release gate, each compressed setting against the same setting without compression "
+        "(policies/demo-gate.yaml: the release policy relaxed for 50 questions, see its header):"
+    )
     for decision in result.decisions:
         out.print(f"  {verdict_line(decision)}", highlight=False, soft_wrap=True)
+    if result.headline is not None:
+        h = result.headline
+        out.print(
+            f"sequential gate over every demo question, batch by batch until decided: {verdict_line(h)} "
+            f"after {h.n_questions} questions",
+            highlight=False,
+            soft_wrap=True,
+        )
+        for note in h.notes:
+            out.print(f"  {note}", highlight=False, soft_wrap=True)
     out.print(f"report: {result.report_path.resolve()}", highlight=False, soft_wrap=True)
     show_path(Path(sweep.store_path).resolve())
 
@@ -345,7 +359,7 @@ def tune_pruning(
     generator and other compressor knobs from a sweep --config; prints the `compressor:` lines to put in it.
     """
     prepare_environment()
-    from eval.compress.extractive import AutoPrunedConfig
+    from eval.compress.pruned_auto import AutoPrunedConfig
     from eval.run.tune_pruning import TuneInputs
     from eval.run.tune_pruning import tune_pruning as run_tuning
     from eval.settings import SweepConfig

@@ -169,17 +169,18 @@ def gate_flow(request: GateRequest | None = None, config_file: Path | None = Non
 
 
 @task(name="sequential-gate", cache_policy=NO_CACHE)
-def sequential_gate_task(request: GateRequest) -> GateDecision:
+def sequential_gate_task(request: GateRequest, sweep: SweepConfig | None = None) -> GateDecision:
     """Sweep the two settings batch by batch until the gate decides (every look stored, a killed gate resumed
-    where it stopped); the looks as a markdown artifact, the decision as a `GateDecision`.
+    where it stopped), computing with `sweep` (else the request's `sweep_config` file); the looks as a
+    markdown artifact, the decision as a `GateDecision`.
     """
     from eval.gate import GatePolicy
     from eval.run.sequential_gate import as_decision, from_gate_request, run_sequential_gate
 
-    if request.sweep_config is None:
+    if sweep is None and request.sweep_config is None:
         raise CribsheetError("a sequential gate (--until-decided) needs --sweep-config: what to compute with")
     quiet_offline_env()
-    sequential = from_gate_request(request, load_config(SweepConfig, request.sweep_config))
+    sequential = from_gate_request(request, sweep or load_config(SweepConfig, request.sweep_config))
     outcome = run_sequential_gate(sequential, progress=report)
     publish_looks(outcome.model_dump(mode="json"), request.baseline, request.candidate)
     return as_decision(outcome, GatePolicy.load(request.policy_path), request.baseline, request.candidate)
@@ -192,6 +193,8 @@ class DemoResult:
     sweep: SweepResult
     decisions: list[GateDecision]
     report_path: Path
+    headline: GateDecision | None = None
+    """The sequential gate of the headline candidate (`DEMO_HEADLINE`)."""
 
 
 DEMO_COMPRESSIONS = [
@@ -205,7 +208,11 @@ top-k 8 it alone takes 7 minutes on a 2-core CPU; `cribsheet demo --full` runs i
 DEMO_QUESTIONS = 50
 """The demo's questions by default (the first of the 85; `--full` takes all)."""
 DEMO_PROBES = 20
-"""Latency probes per setting in the demo (`--full`: the sweep's default)."""
+"""Latency probes per setting in the demo (`--full`: the sweep's default); `DEMO_POLICY` asks for as many."""
+DEMO_POLICY = Path("policies/demo-gate.yaml")
+"""The demo's gate policy: the release policy relaxed for a small question set, saying what it relaxes."""
+DEMO_HEADLINE = ("none-k8-hybrid-dense", "pruned-4x-k8-hybrid-dense")
+"""The demo's headline candidate and its baseline, gated sequentially over every demo question."""
 
 
 def demo_grid(full: bool = False) -> GridConfig:
@@ -240,9 +247,21 @@ def demo_flow(workdir: Path, datasets_dir: Path, limit: int | None = None, full:
     )
     result = sweep_task(config)
     publish_leaderboard(result)
-    decisions = gate_each_task(config.store_path, result.run_id, Path("policies/gate.yaml"))
+    decisions = gate_each_task(config.store_path, result.run_id, DEMO_POLICY)
     for decision in decisions:
         publish_gate(decision)
+    baseline, candidate = DEMO_HEADLINE
+    headline = GateRequest(
+        store_path=config.store_path,
+        baseline=baseline,
+        candidate=candidate,
+        policy_path=DEMO_POLICY,
+        until_decided=True,
+        report_path=workdir / "report" / "sequential.md",
+    )
+    every = config.model_copy(update={"limit": None, "grid": GridConfig(compressions=DEMO_COMPRESSIONS)})
+    decided = sequential_gate_task(headline, every)
+    publish_gate(decided)
     report_path = report_task(config.store_path, result.run_id, workdir / "report")
     publish_report(report_path, result.run_id)
-    return DemoResult(result, decisions, report_path)
+    return DemoResult(result, decisions, report_path, decided)
