@@ -24,7 +24,7 @@ from corpus.index import IndexConfig, IndexReport, sync_index
 from corpus.runtime import quiet_offline_env
 from corpus.sources import SkipLog, SourceConfig, extractor_versions, iter_documents
 from corpus.table import IndexOptions
-from eval.gate import GateDecision, GateRequest, gate_each_compressed, run_gate
+from eval.gate import GateDecision, GateRequest, gate_each_compressed, run_gate, watch_line, watch_shipped
 from eval.release_report import write_report
 from eval.run.runner import SettingOutput
 from eval.run.sweep import SettingWrap, SweepResult, run_sweep
@@ -145,15 +145,41 @@ def sweep_flow(
     resume: bool = True,
     reuse: bool = True,
     ray: RayOptions | None = None,
+    watch_policy: Path | None = None,
 ) -> SweepResult:
     """Sweep the grid of settings and store results in DuckDB (the leaderboard also as a table artifact).
     A run over the same inputs that did not finish (crashed, killed) is resumed unless `resume` is False;
     settings an earlier run computed over the same inputs are copied unless `reuse` is False; `ray` computes
-    settings on Ray workers (one engine each) while this flow writes the rows.
+    settings on Ray workers (one engine each) while this flow writes the rows. With `watch_policy` naming a
+    shipped setting (its `shipped` block), tonight's rows of that setting are gated against the run it shipped
+    on: the flow run ends Failed (`ShippedSettingRegressed`, naming the metric that moved) when it got worse;
+    a clean night says so in one line.
     """
-    result = sweep_task(_config(SweepConfig, config, config_file), resume, reuse, ray)
+    sweep = _config(SweepConfig, config, config_file)
+    result = sweep_task(sweep, resume, reuse, ray)
     publish_leaderboard(result)
+    if watch_policy is None:
+        return result
+    watched = watch_task(sweep.store_path, result.run_id, watch_policy)
+    if watched is None:
+        print(f"watch: {watch_policy} names no shipped setting; nothing watched")
+        return result
+    publish_gate(watched)
+    line = watch_line(watched)
+    print(line)
+    if watched.decision == "fail":
+        raise ShippedSettingRegressed(line)
     return result
+
+
+class ShippedSettingRegressed(CribsheetError):
+    """Tonight's rows of the shipped setting are worse than the run it shipped on (the watch's FAIL)."""
+
+
+@task(name="watch-shipped", cache_policy=NO_CACHE)
+def watch_task(store_path: Path, run_id: str, policy_path: Path) -> GateDecision | None:
+    """Tonight's rows of the shipped setting against the run it shipped on (None: no shipped setting)."""
+    return watch_shipped(DuckDBStore(store_path), run_id, policy_path)
 
 
 @flow(name="cribsheet-gate", log_prints=True)

@@ -9,7 +9,7 @@ results store (`run`).
 from eval.gate.decision import EXIT_CODES, FAIL, PASS, UNDECIDED, GateDecision, Labels, decide
 from eval.gate.policy import GatePolicy, GateRequest, LatencyRule, MetricRule
 from eval.gate.render import DECISION_COLUMNS, decision_json, decision_rows, markdown_report
-from eval.gate.run import gate_each_compressed, run_gate, verdict_line
+from eval.gate.run import gate_each_compressed, run_gate, verdict_line, watch_line, watch_shipped
 from eval.gate.statistics import LatencyResult, MetricResult, bootstrap_ci, judge_latency, judge_metric
 
 __all__ = [
@@ -36,4 +36,6 @@ __all__ = [
     "judge_metric",
     "markdown_report",
     "run_gate",
+    "watch_line",
+    "watch_shipped",
 ]

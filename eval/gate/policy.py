@@ -58,6 +58,17 @@ class SequentialPlan(BaseModel):
     the verdict is exact; the bounds are rounded outwards to the grid)."""
 
 
+class ShippedSetting(BaseModel):
+    """The setting that shipped and the run it shipped on: what a scheduled sweep watches."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    setting: str
+    """Its name (e.g. pruned-4x-k8-hybrid-dense): tonight's rows of it are gated against the shipped run's."""
+    run: str
+    """The run id it shipped on."""
+
+
 class GatePolicy(BaseModel):
     """A versioned gate policy file."""
 
@@ -70,6 +81,9 @@ class GatePolicy(BaseModel):
     min_questions: int = Field(default=30, ge=2)
     metrics: list[MetricRule] = Field(default_factory=lambda: [MetricRule(name="answer_contains", margin=0.02)])
     latency: LatencyRule | None = Field(default_factory=LatencyRule)
+    shipped: ShippedSetting | None = None
+    """The setting in production: a sweep flow given this policy (`watch_policy`) gates tonight's rows of it
+    against the shipped run's, and ends Failed, naming the metric that moved, when it got worse."""
     sequential: SequentialPlan | None = None
     """How `cribsheet gate --until-decided` looks (batch, budget); None: its defaults, or the command's flags."""
 

@@ -141,6 +141,58 @@ def precision_differences(
     return [f"engine precision of the samples: {', '.join(b)} vs {', '.join(c)}"]
 
 
+def watch_shipped(store: DuckDBStore, run_id: str, policy_path: Path) -> GateDecision | None:
+    """Tonight's rows of the shipped setting (the policy's `shipped` block) against the run it shipped on, on
+    the questions both hold: a change of corpus, model or code that made it worse fails here, naming the
+    metric. None when the policy names no shipped setting. The decision row is stored like any gate's.
+    """
+    policy = GatePolicy.load(policy_path)
+    if policy.shipped is None:
+        return None
+    shipped = policy.shipped
+    shipped_ref = store.resolve_setting(shipped.setting, shipped.run)
+    tonight_ref = store.resolve_setting(shipped.setting, run_id)
+    base, cand = store.paired_samples(shipped_ref, tonight_ref)
+    common = sorted(set(base) & set(cand))
+    labels = Labels(baseline=f"{shipped.setting}@{shipped.run}", candidate=f"{shipped.setting}@{run_id}",
+                    baseline_run=shipped.run, candidate_run=run_id)  # fmt: skip
+    notes = run_differences(store.run_meta(shipped.run), store.run_meta(run_id))
+    b_meta, c_meta = store.run_meta(shipped.run), store.run_meta(run_id)
+    if policy.latency and b_meta.hardware_sha256 != c_meta.hardware_sha256:
+        notes.append("latency not compared: tonight's run and the shipped run were measured on different hardware")
+        policy = policy.model_copy(update={"latency": None})
+    decision = decide({q: base[q] for q in common}, {q: cand[q] for q in common}, policy, labels)
+    notes.append(f"watch: {len(common)} questions held by both runs")
+    decision = decision.model_copy(update={"notes": notes})
+    store.add_decision(
+        GateDecisionRow(
+            decision_id=uuid.uuid4().hex[:12],
+            created_at=decision.created_at,
+            baseline=labels.baseline,
+            candidate=labels.candidate,
+            baseline_hash=shipped_ref.setting_hash,
+            candidate_hash=tonight_ref.setting_hash,
+            baseline_run=shipped.run,
+            candidate_run=run_id,
+            decision=decision.decision,
+            exit_code=decision.exit_code,
+            reasons=json.dumps(decision.reasons),
+            n_questions=decision.n_questions,
+            policy_json=policy.model_dump_json(),
+            policy_sha256=policy.sha256(),
+            results_json=decision_json(decision),
+        )
+    )
+    return decision
+
+
+def watch_line(d: GateDecision) -> str:
+    """The watch's one line: a clean night says so; a regression names the metric that moved."""
+    if d.decision == "pass":
+        return f"shipped setting holds: {d.candidate} is no worse than {d.baseline} ({d.n_questions} questions)"
+    return f"shipped setting {d.decision.upper()}: {d.candidate} vs {d.baseline}: {verdict_line(d)}"
+
+
 def gate_each_compressed(store: DuckDBStore, run_id: str, policy_path: Path) -> list[GateDecision]:
     """Gate every compressed setting of a run against its baseline, the same setting without compression
     (`BASELINE_AXES`: same top-k, retrieval, reranker, layout, output and answer cache), a decision row each;

@@ -408,3 +408,30 @@ def test_verdict_line_names_latency_when_the_speed_up_decided_a_fail() -> None:
     line = verdict_line(d)
     assert line.startswith("llmlingua-4x-k8 vs none-k8: FAIL (e2e_cold_s: speed-up 0.2"), line
     assert line.endswith("needs 1.00x (fail))")
+
+
+def test_the_watch_gates_tonights_rows_of_the_shipped_setting_against_the_run_it_shipped_on(
+    store: DuckDBStore, tmp_path: Path
+) -> None:
+    import yaml
+
+    from eval.gate import watch_line, watch_shipped
+
+    shipped = baseline_values()
+    worse = dict(shipped, answer_contains=[0.0] * 40 + shipped["answer_contains"][40:])
+    fill(store, "r-shipped", {"pruned": shipped}, hardware="cpu")
+    fill(store, "r-clean", {"pruned": shipped}, corpus_sha="c2", hardware="cpu")  # another corpus, same rows
+    fill(store, "r-worse", {"pruned": worse}, questions=[f"q{i}" for i in range(N)], hardware="cpu")
+    policy = tmp_path / "policy.yaml"
+    raw = POLICY.model_dump(mode="json") | {"shipped": {"setting": "pruned", "run": "r-shipped"}}
+    policy.write_text(yaml.safe_dump(raw))
+    clean = watch_shipped(store, "r-clean", policy)
+    assert clean is not None and clean.decision == "pass"
+    assert watch_line(clean).startswith("shipped setting holds: pruned@r-clean is no worse than pruned@r-shipped")
+    bad = watch_shipped(store, "r-worse", policy)
+    assert bad is not None and bad.decision == "fail" and "answer_contains" in watch_line(bad)
+    rows = store.query("SELECT candidate_run, decision FROM gate_decisions ORDER BY created_at")
+    assert [(r["candidate_run"], r["decision"]) for r in rows] == [("r-clean", "pass"), ("r-worse", "fail")]
+    unwatched = tmp_path / "plain.yaml"
+    unwatched.write_text(yaml.safe_dump(POLICY.model_dump(mode="json")))
+    assert watch_shipped(store, "r-clean", unwatched) is None
