@@ -120,11 +120,28 @@ def stand_in_population(n: int = 2900, seed: int = 0) -> tuple[np.ndarray, np.nd
 
 
 def store_population(args: argparse.Namespace, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(baseline, candidate) values of `metric` on the paired answerable questions of two stored settings."""
+    """(baseline, candidate) values of `metric` on the paired answerable questions of two stored settings: of
+    their latest run, or with `--all-runs` of every run holding both (a sequential gate's batch runs).
+    """
     from eval.store import DuckDBStore
 
     store = DuckDBStore(args.store, read_only=True)
-    b_rows, c_rows = store.paired_samples(store.resolve_setting(args.baseline), store.resolve_setting(args.candidate))
+    if args.all_runs:
+        runs = store.query(
+            "SELECT run_id FROM settings WHERE setting_name IN (?, ?) GROUP BY run_id HAVING count(*) = 2",
+            [args.baseline, args.candidate],
+        )
+        b_rows, c_rows = {}, {}
+        for r in runs:
+            b, c = store.paired_samples(
+                store.resolve_setting(args.baseline, r["run_id"]), store.resolve_setting(args.candidate, r["run_id"])
+            )
+            b_rows |= b
+            c_rows |= c
+    else:
+        b_rows, c_rows = store.paired_samples(
+            store.resolve_setting(args.baseline), store.resolve_setting(args.candidate)
+        )
     ids = sorted(
         q
         for q in set(b_rows) & set(c_rows)
@@ -315,6 +332,7 @@ def main() -> None:
     parser.add_argument("--baseline", default="none-k8-hybrid-dense")
     parser.add_argument("--candidate", default="llmlingua-4x-k8-hybrid-dense")
     parser.add_argument("--stand-in", action="store_true", help="no store: use the stand-in population")
+    parser.add_argument("--all-runs", action="store_true", help="pool every run holding both settings")
     parser.add_argument("--metric", default=None, help="default: the policy's first deciding metric")
     parser.add_argument("--policy", type=Path, default=Path("policies/gate.yaml"))
     parser.add_argument("--trials", type=int, default=200)
