@@ -72,27 +72,36 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
     if report is not None:
         Path(report).parent.mkdir(parents=True, exist_ok=True)
         Path(report).write_text(markdown_report(decision))
-    store.add_decision(
-        GateDecisionRow(
-            decision_id=uuid.uuid4().hex[:12],
-            created_at=decision.created_at,
-            baseline=labels.baseline,
-            candidate=labels.candidate,
-            baseline_hash=base_ref.setting_hash,
-            candidate_hash=cand_ref.setting_hash,
-            baseline_run=labels.baseline_run,
-            candidate_run=labels.candidate_run,
-            decision=decision.decision,
-            exit_code=decision.exit_code,
-            reasons=json.dumps(decision.reasons),
-            n_questions=decision.n_questions,
-            policy_json=policy.model_dump_json(),
-            policy_sha256=policy.sha256(),
-            results_json=decision_json(decision),
-            report_path=str(report) if report else None,
-        )
-    )
+    store.add_decision(decision_row(decision, base_ref.setting_hash, cand_ref.setting_hash, report))
     return decision
+
+
+def decision_row(
+    decision: GateDecision,
+    baseline_hash: str | None,
+    candidate_hash: str | None,
+    report: Path | None = None,
+    results_json: str | None = None,
+) -> GateDecisionRow:
+    """The `gate_decisions` row of a decision (`results_json`: what to store instead of its metric table)."""
+    return GateDecisionRow(
+        decision_id=uuid.uuid4().hex[:12],
+        created_at=decision.created_at,
+        baseline=decision.baseline,
+        candidate=decision.candidate,
+        baseline_hash=baseline_hash,
+        candidate_hash=candidate_hash,
+        baseline_run=decision.baseline_run,
+        candidate_run=decision.candidate_run,
+        decision=decision.decision,
+        exit_code=decision.exit_code,
+        reasons=json.dumps(decision.reasons),
+        n_questions=decision.n_questions,
+        policy_json=decision.policy.model_dump_json(),
+        policy_sha256=decision.policy.sha256(),
+        results_json=results_json if results_json is not None else decision_json(decision),
+        report_path=str(report) if report else None,
+    )
 
 
 def _hardware(raw: str | None) -> str:
@@ -164,25 +173,7 @@ def watch_shipped(store: DuckDBStore, run_id: str, policy_path: Path) -> GateDec
     decision = decide({q: base[q] for q in common}, {q: cand[q] for q in common}, policy, labels)
     notes.append(f"watch: {len(common)} questions held by both runs")
     decision = decision.model_copy(update={"notes": notes})
-    store.add_decision(
-        GateDecisionRow(
-            decision_id=uuid.uuid4().hex[:12],
-            created_at=decision.created_at,
-            baseline=labels.baseline,
-            candidate=labels.candidate,
-            baseline_hash=shipped_ref.setting_hash,
-            candidate_hash=tonight_ref.setting_hash,
-            baseline_run=shipped.run,
-            candidate_run=run_id,
-            decision=decision.decision,
-            exit_code=decision.exit_code,
-            reasons=json.dumps(decision.reasons),
-            n_questions=decision.n_questions,
-            policy_json=policy.model_dump_json(),
-            policy_sha256=policy.sha256(),
-            results_json=decision_json(decision),
-        )
-    )
+    store.add_decision(decision_row(decision, shipped_ref.setting_hash, tonight_ref.setting_hash))
     return decision
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,6 +29,7 @@ from corpus.load import read_jsonl
 from corpus.models import Question
 from eval.gate.decision import EXIT_CODES, GateDecision, Labels, paired_arrays
 from eval.gate.policy import GatePolicy, GateRequest, SequentialPlan
+from eval.gate.run import decision_row
 from eval.gate.sequential import SequentialLook, gate_looks, sequential_decision
 from eval.gate.statistics import power_figures
 from eval.metrics import DIRECTIONS
@@ -39,7 +39,7 @@ from eval.run.sweep import run_sweep
 from eval.run.wiring import Components, index_identity
 from eval.settings import CompressionSpec, GridConfig, Setting, SweepConfig
 from eval.store import DuckDBStore, Record
-from eval.store.rows import GateDecisionRow, GateLookRow
+from eval.store.rows import GateLookRow
 from eval.store.schema import baseline_key
 
 
@@ -360,28 +360,6 @@ def _finish(
             diffs = pairs[1] - pairs[0]
             fixed_n[rule.name] = power_figures(diffs, rule.margin, DIRECTIONS[rule.name], policy.confidence)[2]
     n_questions = sum(len(_questions_of(store, r)) for r in runs)
-    store.add_decision(
-        GateDecisionRow(
-            decision_id=uuid.uuid4().hex[:12],
-            created_at=datetime.now(UTC),
-            baseline=b.name,
-            candidate=c.name,
-            baseline_hash=request.sweep.setting_hash(b),
-            candidate_hash=request.sweep.setting_hash(c),
-            baseline_run=runs[-1],
-            candidate_run=runs[-1],
-            decision=decision,
-            exit_code=EXIT_CODES[decision],
-            reasons=json.dumps(reasons),
-            n_questions=n_questions,
-            policy_json=policy.model_dump_json(),
-            policy_sha256=policy.sha256(),
-            results_json=json.dumps(
-                {"sequence_id": sequence_id, "runs": runs, "looks": [r.model_dump(mode="json") for r in looks]}
-            ),
-            report_path=str(request.report_path) if request.report_path else None,
-        )
-    )
     outcome = SequentialOutcome(
         sequence_id=sequence_id,
         decision=decision,
@@ -391,6 +369,18 @@ def _finish(
         runs=runs,
         reasons=reasons,
         fixed_n=fixed_n,
+    )
+    looks_json = json.dumps(
+        {"sequence_id": sequence_id, "runs": runs, "looks": [r.model_dump(mode="json") for r in looks]}
+    )
+    store.add_decision(
+        decision_row(
+            as_decision(outcome, policy, b.name, c.name),
+            request.sweep.setting_hash(b),
+            request.sweep.setting_hash(c),
+            request.report_path,
+            looks_json,
+        )
     )
     if request.report_path is not None:
         from eval.gate.render import sequential_markdown
