@@ -30,7 +30,8 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile
 
-# The rest: full end-to-end, a real Prefect server and worker, a real judge server, Ray clusters.
+# The rest: full end-to-end, a real Prefect server and worker, a real judge server, Ray clusters, and the
+# fault suite (benchmarks/faults.py, through tests/test_faults.py: any row that does not hold fails it).
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow
 

@@ -2,9 +2,9 @@
 or a hub id whose local snapshot moved, gets another fingerprint, and every identity that names the model
 (an index's build spec, a run's fingerprint and reuse key, a compression-cache key) changes with it.
 
-Each weights file's sha256 is cached by (path, size, mtime) in memory and in a small JSON file
+Each weights file's sha256 is cached by (path, size, mtime, ctime) in memory and in a small JSON file
 (`$CRIBSHEET_CACHE`, default `~/.cache/cribsheet`), so a sweep does not re-hash gigabytes; a file
-written again gets a new mtime, and so a new hash.
+written again gets a new ctime (even a copy that keeps its mtime), and so is hashed again.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ def _save_cache(entries: dict[str, str]) -> None:
 
 
 def file_sha256(path: Path) -> str:
-    """sha256 of a whole weights file, computed once per (path, size, mtime)."""
+    """sha256 of a whole weights file, computed once per (path, size, mtime, ctime)."""
     st = path.stat()
-    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}"  # ctime: a copy that kept its mtime
     if key in _MEMORY:
         return _MEMORY[key]
     stored = _load_cache().get(key)

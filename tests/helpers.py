@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from corpus.errors import InputFileError
 from corpus.models import Document
 from corpus.sources import SkipLog, SourceConfig, iter_documents
 from eval.run.wiring import Components
 from eval.settings import SweepConfig
+from eval.store.rows import RunRow
 
 
 def load_documents(path: Path) -> list[Document]:
@@ -40,3 +43,21 @@ def bundled_slice(bundled_dir: Path, work: Path, n_docs: int, n_answerable: int,
     keep += [d for d in docs if d["id"] not in gold][: n_docs - len(keep)]
     (work / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in keep))
     (work / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in picked))
+
+
+def run_row(run_id: str = "r1", **update: Any) -> RunRow:
+    """A `runs` row of a small run, still running, started now; `update` sets any other field of it."""
+    row = RunRow(
+        run_id=run_id,
+        started_at=dt.datetime.now(dt.UTC),
+        status="running",
+        config_json="{}",
+        config_hash="h",
+        package_versions="{}",
+        questions_path="q.jsonl",
+        questions_sha256="s",
+        index_path="i",
+        n_questions=2,
+        n_settings=1,
+    )
+    return row.model_copy(update=update)

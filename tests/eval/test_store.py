@@ -25,19 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(run_id: str = "r1") -> RunRow:
-    return RunRow(
-        run_id=run_id,
-        started_at=dt.datetime.now(dt.UTC),
-        status="running",
-        config_json="{}",
-        config_hash="h",
-        package_versions="{}",
-        questions_path="q.jsonl",
-        questions_sha256="s",
-        index_path="i",
-        n_questions=2,
-        n_settings=1,
-    )
+    return run_row(run_id)
 
 
 def _sample(qid: str, setting: str = "sh", **kw: object) -> SampleRow:
@@ -206,7 +194,7 @@ def test_killed_sweep_leaves_only_complete_settings(tmp_path: Path, tiny_corpus:
         from corpus.chunk import SentenceChunker
         from tests.fakes import HashEmbedder
         from corpus.index import sync_index
-        from tests.helpers import load_documents
+        from tests.helpers import load_documents, run_row
         from corpus.retrieve import LanceRetriever
         from eval.compress import NoCompressor
         from eval.rerank import DenseReranker
