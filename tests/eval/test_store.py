@@ -20,6 +20,7 @@ import pytest
 from corpus.errors import CribsheetError
 from eval.store import SCHEMA_VERSION, TABLES, DuckDBStore, RunRow, SampleRow, columns
 from eval.store.rows import ClaimRow, SettingRow
+from tests.helpers import run_row
 
 ROOT = Path(__file__).resolve().parents[2]
 
