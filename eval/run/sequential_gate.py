@@ -346,9 +346,14 @@ def _finish(
     store, request, policy, sequence_id, b, c = gate.store, gate.request, gate.policy, gate.sequence_id, gate.b, gate.c
     looks = store.looks(sequence_id)
     final = [r for r in looks if r.look == len(runs)]
+    deciding = {m.name for m in policy.metrics if not m.advisory} | (
+        {policy.latency.metric} if policy.latency else set()
+    )
+    # The deciding metrics first (the one-line verdict names the first), then the advisory ones, marked.
     reasons = [
-        f"{r.metric}: {r.verdict} at n={r.n} (estimate {r.estimate:+.3f}, bounds [{r.lower:+.3f}, {r.upper:+.3f}])"
-        for r in final
+        f"{r.metric}{'' if r.metric in deciding else ' (advisory)'}: {r.verdict} at n={r.n} "
+        f"(estimate {r.estimate:+.3f}, bounds [{r.lower:+.3f}, {r.upper:+.3f}])"
+        for r in sorted(final, key=lambda r: (r.metric not in deciding, r.verdict != decision, r.metric))
         if r.estimate is not None and r.lower is not None and r.upper is not None
     ]
     fixed_n: dict[str, int | None] = {}

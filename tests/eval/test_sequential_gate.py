@@ -181,3 +181,22 @@ def test_killed_mid_batch_then_run_again_gives_the_same_looks_and_computes_no_st
     assert again.decision == reference.decision
     computed = sum(len(batch) for batch in engine.batches)
     assert computed == 2 * again.n_questions - stored  # every sample once: nothing stored is computed again
+
+
+def test_the_verdict_line_of_a_sequential_decision_names_a_deciding_metric_first(
+    setup: SweepSetup, tmp_path: Path
+) -> None:
+    from eval.gate import GatePolicy, verdict_line
+    from eval.run.sequential_gate import as_decision
+
+    _, components = setup
+    req = request(setup, tmp_path, tmp_path / "r.duckdb")
+    policy = tmp_path / "advisory-first.yaml"
+    policy.write_text(
+        POLICY.replace("metrics:\n", "metrics:\n  - {name: answer_token_recall, margin: 0.5, advisory: true}\n")
+    )
+    req = req.model_copy(update={"policy_path": policy})
+    outcome = run_sequential_gate(req, components())
+    line = verdict_line(as_decision(outcome, GatePolicy.load(policy), req.baseline, req.candidate))
+    assert outcome.reasons[0].startswith("answer_contains: fail") and "answer_contains: fail" in line
+    assert any(r.startswith("answer_token_recall (advisory):") for r in outcome.reasons)
