@@ -303,12 +303,11 @@ def html_report(store: DuckDBStore, run_id: str) -> str:
     pts = points(rows)
     best = frontier(pts)
     be = store.break_even(run_id)
-    newest: dict[tuple[str, str], Record] = {}
-    for d in [
-        *store.decisions_for_run(run_id),
-        *store.sequential_decisions(),
-    ]:  # newest first: a candidate gated again shows its last decision
-        newest.setdefault((str(d["baseline"]), str(d["candidate"])), d)
+    newest: dict[tuple[str, str, bool], Record] = {}
+    # Newest first: a candidate gated again shows its last decision, and its last sequential decision beside it.
+    for d in [*store.decisions_for_run(run_id), *store.sequential_decisions()]:
+        sequential = '"sequence_id"' in str(d["results_json"] or "")
+        newest.setdefault((str(d["baseline"]), str(d["candidate"]), sequential), d)
     decisions = list(newest.values())
     hw = json.loads(run["hardware_json"] or "{}")
     board = [
