@@ -35,7 +35,9 @@ def main() -> None:
     from corpus.embed import SentenceTransformerEmbedder
     from corpus.retrieve import LanceRetriever
     from corpus.sentences import SentenceVectors
-    from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig, ExtractiveConfig, PrunedCompressor
+    from eval.compress.extractive import ExtractiveConfig
+    from eval.compress.pruned import PrunedCompressor
+    from eval.compress.pruned_auto import AutoPrunedCompressor, AutoPrunedConfig
     from eval.engine.bundled_models import smollm2_dir
     from eval.metrics import context_token_recall
     from eval.prompt import context_block

@@ -40,7 +40,8 @@ def main() -> None:
     from corpus.models import Question
     from corpus.retrieve import LanceRetriever
     from corpus.sentences import SentenceVectors
-    from eval.compress.extractive import ExtractiveConfig, PrunedCompressor
+    from eval.compress.extractive import ExtractiveConfig
+    from eval.compress.pruned import PrunedCompressor
     from eval.engine.bundled_models import smollm2_dir
     from eval.metrics import context_answer_recall
     from eval.prompt import context_block

@@ -19,8 +19,8 @@ from corpus.errors import CribsheetError
 from corpus.registry import ComponentSpec, Registry
 from corpus.retrieve import RetrievalMode
 from eval.compress import COMPRESSORS
-from eval.compress.extractive import AutoPrunedConfig
 from eval.compress.lingua import LLMLinguaConfig, LongLLMLinguaConfig
+from eval.compress.pruned_auto import AutoPrunedConfig
 from eval.engine.generator import GENERATORS, GeneratorConfig
 from eval.faithfulness.judge import JUDGES, JudgeConfig
 from eval.faithfulness.verifier import VERIFIERS, VerifierConfig

@@ -1,10 +1,11 @@
 """Compressors behind one Protocol, registered by name: none, llmlingua (query-agnostic), longllmlingua
 (query-aware), engine-lingua (word pruning scored by the vLLM engine, query-agnostic), extractive (embedder
-sentence selection, query-aware), pruned and pruned-auto (the same on the index's unit vectors, by ratio or by
-relevance mass) and pruned-agnostic (their query-agnostic twin). Importing the package registers all eight.
+sentence selection, query-aware), pruned and pruned-auto (the same on the index's units, scored by their
+stored vectors or a trained unit scorer, by ratio or by relevance mass) and pruned-agnostic (their
+query-agnostic twin). Importing the package registers all eight.
 """
 
-from eval.compress import engine, extractive, lingua
+from eval.compress import engine, extractive, lingua, pruned, pruned_auto
 from eval.compress.base import (
     COMPRESSORS,
     CachedAgnosticCompressor,
@@ -34,4 +35,6 @@ __all__ = [
     "extractive",
     "lingua",
     "load_prompt_compressor",
+    "pruned",
+    "pruned_auto",
 ]

@@ -7,7 +7,7 @@ an engine start.
 from __future__ import annotations
 
 from corpus.snapshot import read_spec
-from eval.compress.extractive import NEEDS_SENTENCE_VECTORS, missing_sentence_vectors
+from eval.compress.pruned import NEEDS_SENTENCE_VECTORS, missing_sentence_vectors
 from eval.faithfulness.verifier import check_verifier
 from eval.run.sweep import load_questions
 from eval.settings import SweepConfig

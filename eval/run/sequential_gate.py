@@ -364,7 +364,7 @@ def _finish(
         if pairs is not None and len(pairs[0]) > 1:
             diffs = pairs[1] - pairs[0]
             fixed_n[rule.name] = power_figures(diffs, rule.margin, DIRECTIONS[rule.name], policy.confidence)[2]
-    n_questions = sum(len(_questions_of(store, r)) for r in runs)
+    n_questions = sum(len(store.question_ids(r)) for r in runs)
     outcome = SequentialOutcome(
         sequence_id=sequence_id,
         decision=decision,
@@ -397,8 +397,3 @@ def _finish(
         svg.write_text(looks_plot(data["looks"], f"{c.name} vs {b.name}"), encoding="utf-8")
         request.report_path.write_text(sequential_markdown(data, b.name, c.name, svg.name))
     return outcome
-
-
-def _questions_of(store: DuckDBStore, run_id: str) -> list[str]:
-    rows = store.query("SELECT question_id FROM questions WHERE run_id = ?", [run_id])
-    return [str(r["question_id"]) for r in rows]

@@ -17,7 +17,8 @@ from corpus.models import Question
 from corpus.retrieve import LanceRetriever, RetrievalMode
 from corpus.sentences import SentenceVectors
 from corpus.snapshot import read_spec
-from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig, missing_sentence_vectors
+from eval.compress.pruned import missing_sentence_vectors
+from eval.compress.pruned_auto import AutoPrunedCompressor, AutoPrunedConfig
 from eval.compress.tuning import MIN_QUESTIONS, PromptCounter, PruningTuning, TuneContext, tune_pruned_auto
 from eval.prompt import PromptLayout
 from eval.rerank import RERANKERS, RerankerDeps

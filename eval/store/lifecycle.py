@@ -219,6 +219,12 @@ class RunLifecycle:
             ).fetchone()
         return int(n)
 
+    def question_ids(self, run_id: str) -> list[str]:
+        """The ids of a run's questions."""
+        return [
+            str(r["question_id"]) for r in self.query("SELECT question_id FROM questions WHERE run_id = ?", [run_id])
+        ]
+
     def sequential_decisions(self) -> list[Record]:
         """Every sequential gate decision of the store (its looks in `results_json`), newest first."""
         return self.query(

@@ -168,7 +168,8 @@ def test_units_keep_a_code_block_whole_and_cut_a_table_by_rows() -> None:
 
 
 def test_the_index_stores_each_chunks_units_and_the_pruned_selector_keeps_them_whole(tmp_path: Path) -> None:
-    from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig, PrunedCompressor
+    from eval.compress.pruned import PrunedCompressor
+    from eval.compress.pruned_auto import AutoPrunedCompressor, AutoPrunedConfig
     from tests.fakes import count_words
 
     path = tmp_path / "idx.lancedb"

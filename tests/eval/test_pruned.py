@@ -30,7 +30,8 @@ def test_pruned_selects_like_extractive_without_embedding_a_stored_sentence(tmp_
     docs = load_documents(tiny_corpus)
     passages = [d.text for d in docs]
     stored = SentenceVectors(index)
-    assert stored.available and len(stored.lookup(chunk_sentences(passages))) == len(chunk_sentences(passages))
+    units = chunk_sentences(passages)
+    assert stored.available and len(stored.lookup_with_cost(units)[0]) == len(units)
     emb = CountingEmbedder()
     deps = CompressorDeps(count_tokens=count_words, embedder=emb, index_path=index)
     pruned = COMPRESSORS.build(COMPRESSORS.spec("pruned"), deps)
@@ -87,7 +88,7 @@ def test_the_rerankers_order_and_the_questions_words_weigh_in() -> None:
 
 
 def _twin_reads_words(passages: list[str], question: str) -> bool:
-    from eval.compress.extractive import PrunedCompressor
+    from eval.compress.pruned import PrunedCompressor
 
     twin = PrunedCompressor(count_words, _SameVector(), _NoStore(), query_aware=False)  # type: ignore[arg-type]
     return twin.compress(passages, question, 2.0).kept == [1]
@@ -230,7 +231,7 @@ def _auto(
     share: float = 0.8, temperature: float = 0.05, antecedents: bool = True, question_words: bool = True
 ) -> object:
     """pruned-auto's selection alone (no index, no embedder): the scores are given."""
-    from eval.compress.extractive import AutoPrunedCompressor
+    from eval.compress.pruned_auto import AutoPrunedCompressor
 
     comp = object.__new__(AutoPrunedCompressor)
     comp.share, comp.temperature, comp.keep_antecedents = share, temperature, antecedents
@@ -314,7 +315,7 @@ def test_pruned_auto_is_its_own_setting_and_its_share_is_in_the_hash(tmp_path: P
 
 def test_pruned_auto_keeps_a_list_items_lead_in_and_a_question_headings_answer() -> None:
     from corpus.text import sentence_spans
-    from eval.compress.extractive import structure_units
+    from corpus.units import structure_units
 
     passage = (
         "Implementing addons involves several components and APIs:\n\n"
@@ -329,7 +330,7 @@ def test_pruned_auto_keeps_a_list_items_lead_in_and_a_question_headings_answer()
     # A list after a passage boundary has no lead-in: structure never crosses passages.
     assert structure_units([(0, "Options:", True, "text"), (1, "- verbose: print more.", True, "list")]) == {}
 
-    from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig
+    from eval.compress.pruned_auto import AutoPrunedCompressor, AutoPrunedConfig
 
     def auto(structure: bool) -> AutoPrunedCompressor:
         config = AutoPrunedConfig(relevance_share=0.5, temperature=0.05, keep_structure=structure, whole_passages=0)
@@ -344,7 +345,7 @@ def test_pruned_auto_keeps_a_list_items_lead_in_and_a_question_headings_answer()
 
 
 def test_structure_units_from_an_outline_code_lead_ins_table_headers_and_section_leads() -> None:
-    from eval.compress.extractive import structure_units
+    from corpus.units import structure_units
 
     spans = [
         (0, "fs.readFile(path, callback)", True, "heading"),
@@ -362,7 +363,7 @@ def test_structure_units_from_an_outline_code_lead_ins_table_headers_and_section
 
 
 def test_a_section_lead_is_the_first_prose_sentence_past_an_api_entrys_parameter_list() -> None:
-    from eval.compress.extractive import section_lead_of, structure_units
+    from corpus.units import section_lead_of, structure_units
 
     # An API entry (Node.js style): signature, parameter list, then the sentence that says what it does.
     spans = [
@@ -383,7 +384,7 @@ def test_a_section_lead_is_the_first_prose_sentence_past_an_api_entrys_parameter
 
 
 def test_whole_passages_keeps_the_rerankers_first_passages_unpruned() -> None:
-    from eval.compress.extractive import AutoPrunedCompressor, AutoPrunedConfig
+    from eval.compress.pruned_auto import AutoPrunedCompressor, AutoPrunedConfig
 
     first = "Django is a web framework. It was released in 2005. Its admin is generated from models."
     others = [f"Passage {n} talks about routing. Views return responses. Templates render pages." for n in range(3)]

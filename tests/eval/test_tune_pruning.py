@@ -13,7 +13,7 @@ from corpus.chunk import SentenceChunker
 from corpus.errors import CribsheetError
 from corpus.index import IndexOptions, sync_index
 from eval.compress import CompressionResult
-from eval.compress.extractive import AutoPrunedConfig
+from eval.compress.pruned_auto import AutoPrunedConfig
 from eval.compress.tuning import (
     SHARES,
     WHOLE,
@@ -21,6 +21,7 @@ from eval.compress.tuning import (
     TunedPoint,
     choose,
     loss_upper_bound,
+    simultaneous_z,
     tune_pruned_auto,
 )
 from eval.run.tune_pruning import TuneInputs, tune_pruning
@@ -74,6 +75,20 @@ def test_the_loss_bound_is_the_one_sided_95_percent_bound_of_the_paired_differen
     assert loss_upper_bound([1.0, 0.5], [1.0, 0.5]) == 0.0
     with pytest.raises(ValueError, match="no tune questions"):
         tune_pruned_auto(_Fake, [])  # type: ignore[arg-type]
+
+
+def test_the_bound_holds_for_the_whole_grid_so_the_best_of_many_is_not_taken_on_luck() -> None:
+    # Bonferroni over the settings tried: one setting alone is the plain one-sided 95 % bound, 21 need 2.82.
+    assert simultaneous_z(1) == pytest.approx(1.645, abs=1e-3)
+    assert simultaneous_z(21) == pytest.approx(2.82, abs=1e-2)
+    # 0.8 loses 1 of 40 answers (2.5 points, 2.5 points of standard error): alone its bound is 6.6 points,
+    # within a 7-point budget; as one of three settings tried it is 7.8, and the budget no longer holds it.
+    result = tune_pruned_auto(_Fake, CONTEXTS, shares=(0.5, 0.8, 0.95), whole=(0,), max_loss=0.07)  # type: ignore[arg-type]
+    point = next(p for p in result.points if p.relevance_share == 0.8)
+    assert result.z == pytest.approx(simultaneous_z(3))
+    assert point.loss_bound == pytest.approx(0.025 + simultaneous_z(3) * 0.158114 / 40**0.5, abs=1e-5)
+    assert loss_upper_bound([1.0] * 40, [0.0] + [1.0] * 39) < 0.07 < point.loss_bound
+    assert result.chosen is not None and result.chosen.relevance_share == 0.95
 
 
 def _point(ratio: float, prompt_ratio: float | None) -> TunedPoint:
