@@ -220,7 +220,7 @@ def test_warm_probe_and_prefill_fit(setup: SweepSetup) -> None:
         "SELECT bool_and(abs(e2e_latency_s - (retrieve_seconds + rerank_seconds + compress_seconds "
         "+ probe_ttft_s)) < 1e-9) FROM samples WHERE probe_ttft_s IS NOT NULL"
     ).fetchone()[0]
-    assert comps.generator.resets == 2 * 4  # before each setting's batch and before its probes
+    assert comps.generator.resets == 4 * (1 + 2)  # before each setting's batch, and before each of its 2 probes
     a, b, n = con.execute("SELECT prefill_a, prefill_b, prefill_fit_points FROM runs").fetchone()
     assert n == 8 and a == pytest.approx(0.001, rel=1e-3) and b == pytest.approx(1e-6, rel=1e-3)
     assert result.warm is not None and result.warm.cached_tokens > 0
