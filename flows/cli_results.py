@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from corpus.errors import CribsheetError
-from flows.app import ConfigOption, app, error_message, prepare_environment
-from flows.terminal import fail, out, print_decision, print_leaderboard, show_path
+from flows.app import ConfigOption, app, error_message, prepare_environment, reachable_prefect
+from flows.terminal import engine_log, fail, log_path, out, print_decision, print_leaderboard, progress, show_path
 
 
 @app.command()
@@ -170,7 +170,13 @@ def gate(
         seed=seed,
     )
     try:
-        state = gate_flow(load_config(GateRequest, config_file, overrides), return_state=True)
+        request = load_config(GateRequest, config_file, overrides)
+        if request.until_decided:  # it sweeps: the engines' output to a log, progress on the terminal
+            log = log_path(request.store_path.parent, "gate")
+            with engine_log(log), progress(), reachable_prefect():
+                state = gate_flow(request, return_state=True)
+        else:
+            state = gate_flow(request, return_state=True)
         decision = state.result(raise_on_failure=False)
     except (CribsheetError, ValueError) as exc:
         fail(error_message(exc))

@@ -214,3 +214,29 @@ def test_tune_pruning_refuses_the_sweeps_own_questions_and_needs_an_index(tmp_pa
     assert proc.returncode == 2 and "these are the sweep's questions" in proc.stderr, proc.stderr
     proc = run("tune-pruning", "--questions", str(tiny_questions), tmp=tmp_path)
     assert proc.returncode == 2 and "give --index or a sweep --config" in proc.stderr, proc.stderr
+
+
+def test_gate_until_decided_sweeps_batches_prints_the_decision_and_exits_with_its_code(
+    tmp_path: Path, tiny_corpus: Path
+) -> None:
+    from tests.conftest import write_jsonl
+    from tests.eval.test_sequential_gate import POLICY, pool
+
+    questions = write_jsonl(tmp_path / "pool.jsonl", pool())
+    config = _fake_sweep_config(tmp_path, tiny_corpus, questions, tmp_path / "unused.duckdb")
+    config.write_text(
+        config.read_text()
+        + "retrieve_n: 4\n"
+        + "grid: {compressions: [{compressor: none}, {compressor: halving, target_ratio: 2}], top_ks: [1]}\n"
+    )
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    store = tmp_path / "seq.duckdb"
+    proc = run(
+        "gate", "--until-decided", "--sweep-config", str(config), "--store", str(store), "--policy", str(policy),
+        "--baseline", "none-k1-hybrid-dense", "--candidate", "halving-2x-k1-hybrid-dense", "--batch", "20",
+        "--max-questions", "100", tmp=tmp_path, extra_env={"CRIBSHEET_PLUGINS": "tests.fakes"},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr  # FAIL: halving mangles the answers the fake reads
+    assert "decision: FAIL" in proc.stdout and "answer_contains: fail at n=" in proc.stdout
+    assert list(tmp_path.glob("logs/gate-*.log"))  # the engines' output went to a log, not the terminal
