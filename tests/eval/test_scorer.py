@@ -328,3 +328,18 @@ def test_a_scorer_is_in_the_setting_hash_and_none_leaves_every_earlier_hash(tmp_
     assert len(hashes) == 3 and base.config_hash() != scored.config_hash()
     with pytest.raises(ValueError, match="unknown unit scorer"):
         CompressorConfig(scorer="no-such-scorer:x")
+
+
+def test_training_batches_group_pairs_of_similar_length_in_a_seeded_order() -> None:
+    from eval.train.fit import LengthBuckets
+
+    texts = [("q" * (i % 7), "t" * ((i * 37) % 101)) for i in range(250)]
+    data = {"query": [q for q, _ in texts], "text": [t for _, t in texts]}
+    sampler = LengthBuckets(data, batch_size=8, drop_last=False, seed=3)
+    batches = list(sampler)
+    assert len(batches) == len(sampler) == 32 and sorted(i for b in batches for i in b) == list(range(250))
+    spread = max(max(sampler.lengths[i] for i in b) - min(sampler.lengths[i] for i in b) for b in batches)
+    assert spread < 20  # a random batch of 8 would span most of the 0-106 range
+    assert list(LengthBuckets(data, 8, False, seed=3)) == batches  # the same seed and epoch: the same order
+    sampler.set_epoch(1)
+    assert list(sampler) != batches
