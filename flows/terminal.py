@@ -153,13 +153,18 @@ def print_decision(d: Any) -> None:
     from eval.gate import DECISION_COLUMNS, decision_rows
 
     colour = {"pass": "green", "fail": "red"}.get(d.decision, "yellow")
-    table = Table(title=f"gate: {d.candidate} vs {d.baseline} ({d.n_questions} paired questions)")
-    for header in DECISION_COLUMNS:
-        label = f"{d.policy.confidence:.0%} CI" if header == "CI" else header
-        table.add_column(label, justify="left" if header == "metric" else "right")
-    for row in decision_rows(d):
-        table.add_row(*row)
-    out.print(table)
+    title = f"gate: {d.candidate} vs {d.baseline} ({d.n_questions} paired questions)"
+    rows = decision_rows(d)
+    if rows:
+        table = Table(title=title)
+        for header in DECISION_COLUMNS:
+            label = f"{d.policy.confidence:.0%} CI" if header == "CI" else header
+            table.add_column(label, justify="left" if header == "metric" else "right")
+        for row in rows:
+            table.add_row(*row)
+        out.print(table)
+    else:  # a sequential decision: its reasons are the last look of each metric, no fixed-n table to print
+        out.print(title, highlight=False)
     for reason in d.reasons:
         out.print(f"  {reason}", highlight=False)
     for note in d.notes:

@@ -239,4 +239,5 @@ def test_gate_until_decided_sweeps_batches_prints_the_decision_and_exits_with_it
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr  # FAIL: halving mangles the answers the fake reads
     assert "decision: FAIL" in proc.stdout and "answer_contains: fail at n=" in proc.stdout
+    assert "┏" not in proc.stdout  # no empty fixed-n table above a sequential decision
     assert list(tmp_path.glob("logs/gate-*.log"))  # the engines' output went to a log, not the terminal

@@ -130,7 +130,7 @@ def git_diff_sha256(repo: Path | None = None) -> str | None:
 
 def model_fingerprints(config: SweepConfig, settings: Sequence[Setting]) -> dict[str, str]:
     """`role:model` -> weights fingerprint of every model a component of the sweep names by path or hub id
-    (generator, embedder, rerankers, compressor LM, verifier, judge), over every setting of the grid; a model
+    (generator, embedder, rerankers, compressor LM, a pruned selector's unit scorer, verifier, judge), over every setting of the grid; a model
     with no local copy is `unresolved`. Models left at their bundled default are named by their package's
     version instead (`package_versions`).
     """
@@ -140,6 +140,10 @@ def model_fingerprints(config: SweepConfig, settings: Sequence[Setting]) -> dict
             model = spec.config.get("model")
             if isinstance(model, str) and model and f"{role}:{model}" not in found:
                 found[f"{role}:{model}"] = weights_fingerprint(model) or "unresolved"
+            scorer = spec.config.get("scorer")  # a pruned selector's trained unit scorer (cross-encoder:PATH)
+            if isinstance(scorer, str) and ":" in scorer and f"{role}-scorer:{scorer}" not in found:
+                path = scorer.split(":", 1)[1]
+                found[f"{role}-scorer:{path}"] = weights_fingerprint(path) or "unresolved"
     return dict(sorted(found.items()))
 
 

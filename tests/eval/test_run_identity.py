@@ -101,3 +101,24 @@ def test_every_field_of_the_run_identity_enters_both_keys_but_the_one_each_leave
         other = base.model_copy(update={field: changed.get(field, "other")})
         assert (other.fingerprint != base.fingerprint) == (field != REUSE_ONLY), field
         assert (other.reuse_key != base.reuse_key) == (field != FINGERPRINT_ONLY), field
+
+
+def test_a_pruned_selectors_trained_scorer_is_named_by_its_weights(tmp_path: Path) -> None:
+    from eval.run.identity import model_fingerprints
+    from eval.settings import SweepConfig
+
+    scorer = tmp_path / "scorer"
+    scorer.mkdir()
+    (scorer / "model.safetensors").write_bytes(b"scorer v1")
+    raw = {
+        "index_path": str(tmp_path / "idx"), "questions_path": str(tmp_path / "q.jsonl"),
+        "store_path": str(tmp_path / "r.duckdb"), "compressor": {"scorer": f"cross-encoder:{scorer}"},
+        "grid": {"compressions": [{"compressor": "pruned", "target_ratio": 4}]},
+    }  # fmt: skip
+    config = SweepConfig.model_validate(raw)
+    before = model_fingerprints(config, config.grid.expand())
+    (scorer / "model.safetensors").write_bytes(b"scorer v2")  # retrained into the same folder
+    config = SweepConfig.model_validate(raw)
+    after = model_fingerprints(config, config.grid.expand())
+    key = f"compressor-scorer:{scorer}"
+    assert key in before and before[key] != after[key] and before[key] != "unresolved"
