@@ -130,9 +130,9 @@ def git_diff_sha256(repo: Path | None = None) -> str | None:
 
 def model_fingerprints(config: SweepConfig, settings: Sequence[Setting]) -> dict[str, str]:
     """`role:model` -> weights fingerprint of every model a component of the sweep names by path or hub id
-    (generator, embedder, rerankers, compressor LM, a pruned selector's unit scorer, verifier, judge), over every setting of the grid; a model
-    with no local copy is `unresolved`. Models left at their bundled default are named by their package's
-    version instead (`package_versions`).
+    (generator, embedder, rerankers, compressor LM, a pruned selector's unit scorer, verifier, judge), over
+    every setting of the grid; a model with no local copy is `unresolved`. Models left at their bundled default
+    are named by their package's version instead (`package_versions`).
     """
     found: dict[str, str] = {}
     for setting in settings:
