@@ -13,8 +13,8 @@ the sweep's: hybrid retrieval of 20, dense reranking. For the bi-encoder (the in
   against the uncompressed top-8 (points, with a 95 % interval of the paired per-question loss), realized
   context ratio, prompt ratio (prompt tokens the prefill pays, uncompressed / these), and the scorer's seconds
   per question (one batch per question);
-- as reranker of the 20 candidates: gold-document recall@3 and @8 against dense and retrieval order, and its
-  seconds per question.
+- as reranker of the 20 candidates: gold-document recall@3 and @8 against dense, retrieval order and (with
+  --query-likelihood) query likelihood under the bundled generator, and its seconds per question.
 
 The encyclopedia index is built where missing (runs/bench-levers/index.lancedb); the documentation indexes as
 docs/pruning.md says.
@@ -78,6 +78,9 @@ def main() -> None:
     parser.add_argument("--scorer", action="append", default=[], help="NAME=FOLDER of a trained scorer; repeat")
     parser.add_argument("--domains", nargs="*", default=["encyclopedia", "django-docs", "nodejs-docs"])
     parser.add_argument("--limit", type=int, default=None, help="first N held-out questions per domain")
+    parser.add_argument(
+        "--query-likelihood", action="store_true", help="also rerank by query likelihood (the generator, ~3 s/q)"
+    )
     args = parser.parse_args()
     from corpus.runtime import quiet_offline_env
 
@@ -104,6 +107,13 @@ def main() -> None:
     figures: dict[str, Any] = {}
     rows: list[tuple[str, ...]] = []
     rerank_rows: list[tuple[str, ...]] = []
+    ql: Any = None
+    if args.query_likelihood:  # the 135M generator through vLLM: mean log p(question | passage)
+        from eval.engine.generator import GeneratorConfig
+        from eval.rerank import RerankerDeps, build_reranker
+        from eval.run.wiring import build_generator
+
+        ql = build_reranker("query-likelihood", RerankerDeps(embedder=emb, scorer=build_generator(GeneratorConfig())))
     for domain, (index, splits) in domains(work, emb).items():
         if domain not in args.domains:
             continue
@@ -187,6 +197,8 @@ def main() -> None:
         # Rerankers of the 20 candidates: gold-document recall at 3 and 8.
         rerankers: dict[str, Any] = {"retrieval order": None, "dense": dense}
         rerankers |= {name: CrossEncoderReranker(folder) for name, folder in scorers.items()}
+        if ql is not None:
+            rerankers["query-likelihood"] = ql
         for name, reranker in rerankers.items():
             at3, at8, seconds = [], [], []
             for q, hits in candidates:

@@ -13,6 +13,11 @@ ROOT = Path(__file__).resolve().parent.parent
 GRIDS = {
     "demo-pruned-sweep.yaml": ["none-k8-hybrid-dense", "pruned-2x-k8-hybrid-dense", "pruned-4x-k8-hybrid-dense"],
     "django-faithfulness-sweep.yaml": ["none-k8-hybrid-dense", "pruned-4x-k8-hybrid-dense"],
+    "django-scorer-heldout-sweep.yaml": [
+        "none-k8-hybrid-dense",
+        "pruned-4x-k8-hybrid-dense",
+        "pruned-auto-8x-k8-hybrid-dense",
+    ],
     "docs-heldout-pruned-sweep.yaml": [
         "none-k8-hybrid-dense",
         "pruned-4x-k8-hybrid-dense",
