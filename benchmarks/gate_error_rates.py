@@ -131,7 +131,8 @@ def store_population(args: argparse.Namespace, metric: str) -> tuple[np.ndarray,
             "SELECT run_id FROM settings WHERE setting_name IN (?, ?) GROUP BY run_id HAVING count(*) = 2",
             [args.baseline, args.candidate],
         )
-        b_rows, c_rows = {}, {}
+        b_rows: dict[str, Any] = {}
+        c_rows: dict[str, Any] = {}
         for r in runs:
             b, c = store.paired_samples(
                 store.resolve_setting(args.baseline, r["run_id"]), store.resolve_setting(args.candidate, r["run_id"])
@@ -238,7 +239,8 @@ def looking_again(
     """Part 2: sequential vs naive re-checking vs fixed-n at matched power (module doc)."""
     from scipy.stats import norm
 
-    from eval.gate.sequential import SequentialPlan, alpha_split, first_decisions, look_times
+    from eval.gate.policy import SequentialPlan
+    from eval.gate.sequential import alpha_split, first_decisions, look_times
 
     margin = next(r.margin for r in policy.metrics if r.name == metric)
     alphas = alpha_split(policy)[metric]
@@ -246,7 +248,6 @@ def looking_again(
     times = np.array(look_times(args.budget, plan))
     naive_times = times[times >= policy.min_questions]
     z = float(norm.ppf(1 - (1 - policy.confidence) / 2))
-    rng = np.random.default_rng(1)
     print(
         f"\nlooking again: {args.replicates} paths per true difference, a look every {args.batch} questions up to "
         f"{args.budget}; sequential error budget: pass {alphas.pass_alpha:.4f}, fail {alphas.fail_alpha:.4f} "
@@ -255,8 +256,9 @@ def looking_again(
     )
     print(f"  {'true diff':>9}  {'rule':<22} {'pass':>6} {'fail':>6} {'undec':>6} {'mean n':>8} {'p90 n':>7}")
     cells: dict[str, Any] = {}
-    for d in (-margin, -margin / 2, 0.0, margin):
-        planted = plant(base, cand, d, args.churn, rng)
+    for i, d in enumerate((-margin, -margin / 2, 0.0, margin)):
+        rng = np.random.default_rng([1, i])  # each cell its own stream: a cell's population and paths do not
+        planted = plant(base, cand, d, args.churn, rng)  # depend on what the cells before it drew
         found: dict[str, list[np.ndarray]] = {"seq_v": [], "seq_n": [], "naive_v": [], "naive_n": []}
         for start in range(0, args.replicates, 500):
             idx = rng.integers(0, len(base), (min(500, args.replicates - start), args.budget))
