@@ -13,7 +13,7 @@ from corpus.models import Document
 from corpus.sources import SkipLog, SourceConfig, iter_documents
 from eval.run.wiring import Components
 from eval.settings import SweepConfig
-from eval.store.rows import RunRow
+from eval.store.rows import RunRow, SampleRow
 
 
 def load_documents(path: Path) -> list[Document]:
@@ -61,3 +61,25 @@ def run_row(run_id: str = "r1", **update: Any) -> RunRow:
         n_settings=1,
     )
     return row.model_copy(update=update)
+
+
+def sample_row(qid: str, setting: str = "sh", **kw: object) -> SampleRow:
+    """A `samples` row of run r1: question `qid` of setting `setting` (none at top-3), answerable, ok; `kw`
+    sets any other column."""
+    base = dict(
+        run_id="r1",
+        setting_hash=setting,
+        setting_name=f"none-k3-{setting}",
+        setting_json="{}",
+        question_id=qid,
+        question="?",
+        answerable=True,
+        gold_answers='["a"]',
+        top_k=3,
+        reranker="dense",
+        compressor="none",
+        target_ratio=1.0,
+        context_chunk_ids="[]",
+        status="ok",
+    )
+    return SampleRow(**(base | kw))

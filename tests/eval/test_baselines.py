@@ -13,7 +13,7 @@ import pytest
 from eval.release_report import BREAK_EVEN, break_even_cells, html_report
 from eval.store import DuckDBStore, SampleRow
 from eval.store.schema import BASELINE_AXES, COMPRESSION_AXES, VIEWS
-from tests.eval.test_store import _run, _sample
+from tests.helpers import run_row, sample_row
 
 T0, S, H = 0.05, 0.001, 100  # TTFT intercept, seconds per prompt token, the prompt's other tokens
 CONTEXTS = [800, 1000, 1200, 1400]
@@ -43,7 +43,7 @@ def _probes(
         context = round(base * scale)
         out = round(context / ratio)
         rows.append(
-            _sample(
+            sample_row(
                 f"q{n}", f"h-{name}", setting_name=name, compressor=compressor, target_ratio=ratio, top_k=8,
                 retrieval=retrieval, reranker="dense", layout=layout, output="text", answer_cache=cache,
                 context_tokens_in=context, context_tokens_out=out, prompt_tokens=out + H, probe_cached_tokens=0,
@@ -58,7 +58,7 @@ def _grid_store(tmp_path: Path) -> DuckDBStore:
     """Every (retrieval, answer cache) group uncompressed and pruned at top-8, plus an llmlingua setting in
     the `edges` layout that has no uncompressed twin and costs more than it saves."""
     store = DuckDBStore(tmp_path / "r.duckdb")
-    store.start_run(_run())
+    store.start_run(run_row())
     for (retrieval, cache), (rr, scale) in GROUPS.items():
         store.add_samples(_probes("none", retrieval, cache, rr, scale, 0.0))
         store.add_samples(_probes("pruned", retrieval, cache, rr, scale, K))

@@ -204,12 +204,12 @@ def test_a_dead_runs_process_is_found_and_the_run_marked_killed(
 ) -> None:
     from eval.run.resume import claim_run
     from eval.store import DuckDBStore
-    from tests.eval.test_store import _run
+    from tests.helpers import run_row
 
     index, questions, _ = index_and_baseline
     store = tmp_path / "r.duckdb"
     proc = _run_until_held(_script(index, questions, store, hold="batch:2"))
-    other = _run("other").model_copy(update={"fingerprint": "another sweep's inputs"})
+    other = run_row("other").model_copy(update={"fingerprint": "another sweep's inputs"})
 
     def runs() -> dict[str, dict[str, object]]:
         rows = DuckDBStore(store, read_only=True).query("SELECT run_id, status, finished_at, error FROM runs")

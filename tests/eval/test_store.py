@@ -18,35 +18,11 @@ import duckdb
 import pytest
 
 from corpus.errors import CribsheetError
-from eval.store import SCHEMA_VERSION, TABLES, DuckDBStore, RunRow, SampleRow, columns
+from eval.store import SCHEMA_VERSION, TABLES, DuckDBStore, SampleRow, columns
 from eval.store.rows import ClaimRow, SettingRow
-from tests.helpers import run_row
+from tests.helpers import run_row, sample_row
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _run(run_id: str = "r1") -> RunRow:
-    return run_row(run_id)
-
-
-def _sample(qid: str, setting: str = "sh", **kw: object) -> SampleRow:
-    base = dict(
-        run_id="r1",
-        setting_hash=setting,
-        setting_name=f"none-k3-{setting}",
-        setting_json="{}",
-        question_id=qid,
-        question="?",
-        answerable=True,
-        gold_answers='["a"]',
-        top_k=3,
-        reranker="dense",
-        compressor="none",
-        target_ratio=1.0,
-        context_chunk_ids="[]",
-        status="ok",
-    )
-    return SampleRow(**(base | kw))
 
 
 def _claim(qid: str) -> ClaimRow:
@@ -90,21 +66,21 @@ def test_old_table_gets_new_columns_appended(tmp_path: Path) -> None:
 
 def test_failed_insert_rolls_back_samples_and_claims_together(tmp_path: Path) -> None:
     store = DuckDBStore(tmp_path / "r.duckdb")
-    store.start_run(_run())
-    store.add_samples([_sample("q1")], [_claim("q1")])
-    bad = _sample("q3").model_copy(update={"top_k": "not a number"})
+    store.start_run(run_row())
+    store.add_samples([sample_row("q1")], [_claim("q1")])
+    bad = sample_row("q3").model_copy(update={"top_k": "not a number"})
     with pytest.raises(duckdb.Error):
-        store.add_samples([_sample("q2"), bad], [_claim("q2")])
+        store.add_samples([sample_row("q2"), bad], [_claim("q2")])
     assert store.query("SELECT list(question_id) AS q FROM samples")[0]["q"] == ["q1"]
     assert store.query("SELECT list(question_id) AS q FROM claims")[0]["q"] == ["q1"]
 
 
 def test_missing_values_are_null_and_views_ignore_them(tmp_path: Path) -> None:
     store = DuckDBStore(tmp_path / "r.duckdb")
-    store.start_run(_run())
+    store.start_run(run_row())
     store.add_samples(
         [
-            _sample(
+            sample_row(
                 "q1",
                 answer_contains=1.0,
                 answer_token_recall=1.0,
@@ -113,10 +89,10 @@ def test_missing_values_are_null_and_views_ignore_them(tmp_path: Path) -> None:
                 context_tokens_in=100,
                 context_tokens_out=25,
             ),
-            _sample("q2", status="failed", error="compress: boom"),
-            _sample("q1", setting="fast", answer_contains=1.0, answer_token_recall=1.0, ttft_s=0.1, e2e_cold_s=0.2),
-            _sample("q2", setting="fast", answer_contains=0.0, answer_token_recall=0.0, ttft_s=0.1, e2e_cold_s=0.2),
-            _sample("q1", setting="slow", answer_contains=0.5, answer_token_recall=0.5, ttft_s=0.01, e2e_cold_s=0.9),
+            sample_row("q2", status="failed", error="compress: boom"),
+            sample_row("q1", setting="fast", answer_contains=1.0, answer_token_recall=1.0, ttft_s=0.1, e2e_cold_s=0.2),
+            sample_row("q2", setting="fast", answer_contains=0.0, answer_token_recall=0.0, ttft_s=0.1, e2e_cold_s=0.2),
+            sample_row("q1", setting="slow", answer_contains=0.5, answer_token_recall=0.5, ttft_s=0.01, e2e_cold_s=0.9),
         ]
     )
     assert store.query("SELECT count(*) AS n FROM samples WHERE answer_contains IS NULL")[0]["n"] == 1
@@ -135,8 +111,8 @@ def test_missing_values_are_null_and_views_ignore_them(tmp_path: Path) -> None:
 
 def test_export_parquet_writes_every_table(tmp_path: Path) -> None:
     store = DuckDBStore(tmp_path / "r.duckdb")
-    store.start_run(_run())
-    store.add_samples([_sample("q1")], [_claim("q1")])
+    store.start_run(run_row())
+    store.add_samples([sample_row("q1")], [_claim("q1")])
     written = store.export_parquet(tmp_path / "export")
     assert sorted(p.name for p in written) == sorted(f"{t}.parquet" for t in TABLES)
     assert duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'export' / 'samples.parquet'}'").fetchall() == [(1,)]
@@ -147,8 +123,8 @@ def test_store_opens_in_the_duckdb_shell(tmp_path: Path) -> None:
     if not shell.exists():
         shell = Path(shutil.which("duckdb") or "duckdb")
     store = DuckDBStore(tmp_path / "r.duckdb")
-    store.start_run(_run())
-    store.add_samples([_sample("q1", answer_contains=1.0)])
+    store.start_run(run_row())
+    store.add_samples([sample_row("q1", answer_contains=1.0)])
     proc = subprocess.run(
         [str(shell), "-csv", str(tmp_path / "r.duckdb"), "select setting_name, n from v_leaderboard"],
         capture_output=True,
@@ -271,7 +247,7 @@ def test_opening_to_read_never_migrates(tmp_path: Path) -> None:
     assert [r["column_name"] for r in reader.query("DESCRIBE samples")] == ["run_id", "question_id"]
     assert reader.query("SELECT count(*) AS n FROM information_schema.tables WHERE table_name='runs'")[0]["n"] == 0
     with pytest.raises(CribsheetError, match="read-only"):
-        reader.add_samples([_sample("q1")])
+        reader.add_samples([sample_row("q1")])
     with pytest.raises(CribsheetError, match="no results store here"):
         DuckDBStore(tmp_path / "missing.duckdb", read_only=True)
     assert not (tmp_path / "missing.duckdb").exists()
@@ -280,7 +256,7 @@ def test_opening_to_read_never_migrates(tmp_path: Path) -> None:
 def test_read_api_resolves_settings_pairs_samples_and_reads_runs(tmp_path: Path) -> None:
     store = DuckDBStore(tmp_path / "r.duckdb")
     store.start_run(
-        _run(),
+        run_row(),
         [
             SettingRow(
                 run_id="r1",
@@ -296,14 +272,14 @@ def test_read_api_resolves_settings_pairs_samples_and_reads_runs(tmp_path: Path)
             )
         ],
     )
-    store.add_samples([_sample("q1", answer_contains=1.0), _sample("q2", answer_contains=0.0)])
+    store.add_samples([sample_row("q1", answer_contains=1.0), sample_row("q2", answer_contains=0.0)])
     reader = DuckDBStore(tmp_path / "r.duckdb", read_only=True)
     ref = reader.resolve_setting("none-k3")
     assert ref == reader.resolve_setting("sh", run="r1") and ref.run_id == "r1"
     base, cand = reader.paired_samples(ref, ref)
     assert sorted(base) == ["q1", "q2"] and base["q1"]["answer_contains"] == 1.0 and base == cand
     meta = reader.run_meta("r1")
-    assert meta.status == "running" and meta.questions_sha256 == _run().questions_sha256
+    assert meta.status == "running" and meta.questions_sha256 == run_row().questions_sha256
     with pytest.raises(CribsheetError, match="setting 'nope' not found in any run; known: none-k3"):
         reader.resolve_setting("nope")
     with pytest.raises(CribsheetError, match="no run 'r9'"):
@@ -315,14 +291,14 @@ def test_read_api_resolves_settings_pairs_samples_and_reads_runs(tmp_path: Path)
 def test_the_latest_run_is_the_latest_with_rows_not_one_that_failed_before_its_first_setting(tmp_path: Path) -> None:
     store = DuckDBStore(tmp_path / "r.duckdb")
     assert store.latest_run() is None
-    store.start_run(_run("r1"), [])
+    store.start_run(run_row("r1"), [])
     assert store.latest_run() == "r1"  # no run has rows yet: the latest one
-    store.add_samples([_sample("q1")])
-    later = _run("r2").model_copy(update={"started_at": dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)})
+    store.add_samples([sample_row("q1")])
+    later = run_row("r2").model_copy(update={"started_at": dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)})
     store.start_run(later, [])
     store.finish_run("r2", "failed")
     assert store.latest_run() == "r1"
-    store.add_samples([_sample("q1").model_copy(update={"run_id": "r2"})])
+    store.add_samples([sample_row("q1").model_copy(update={"run_id": "r2"})])
     assert store.latest_run() == "r2"  # both have rows: the later one
 
 
@@ -336,14 +312,14 @@ def test_every_stored_column_is_documented() -> None:
 
 def test_samples_have_one_row_per_run_setting_and_question(tmp_path: Path) -> None:
     store = DuckDBStore(tmp_path / "r.duckdb")
-    store.start_run(_run())
-    store.add_samples([_sample("q1"), _sample("q2")])
-    store.add_samples([_sample("q1", answer="again")])  # a setting written again replaces its rows
+    store.start_run(run_row())
+    store.add_samples([sample_row("q1"), sample_row("q2")])
+    store.add_samples([sample_row("q1", answer="again")])  # a setting written again replaces its rows
     assert store.query("SELECT question_id, answer FROM samples ORDER BY 1") == [
         {"question_id": "q1", "answer": "again"}
     ]
     with pytest.raises(duckdb.ConstraintException, match="(?i)duplicate key"):
-        store.add_samples([_sample("q1"), _sample("q1")])  # never two rows for one question of one setting
+        store.add_samples([sample_row("q1"), sample_row("q1")])  # never two rows for one question of one setting
     assert store.query("SELECT count(*) AS n FROM samples")[0]["n"] == 1  # and the failed write left nothing
 
 
@@ -352,9 +328,9 @@ def test_a_silent_run_is_taken_over_from_any_host_and_its_old_owner_writes_nothi
     from eval.store.lifecycle import RunTakenOver
 
     path = tmp_path / "r.duckdb"
-    silent = _run("silent").model_copy(update={"fingerprint": "f", "pid": 4242, "host": "a-container-that-is-gone"})
+    silent = run_row("silent").model_copy(update={"fingerprint": "f", "pid": 4242, "host": "a-container-that-is-gone"})
     DuckDBStore(path).start_run(silent)  # running, no heartbeat since it started
-    newcomer = _run("new").model_copy(update={"fingerprint": "f", "pid": 1, "host": "here"})
+    newcomer = run_row("new").model_copy(update={"fingerprint": "f", "pid": 1, "host": "here"})
     with pytest.raises(CribsheetError, match="over the same inputs is still running"):
         claim_run(DuckDBStore(path), newcomer, [], [], stale_after_s=3600)  # not silent for long enough
     claim = claim_run(DuckDBStore(path), newcomer, [], [], stale_after_s=0)
@@ -371,7 +347,7 @@ def test_a_silent_run_is_taken_over_from_any_host_and_its_old_owner_writes_nothi
     ]
     with pytest.raises(RunTakenOver):  # the old owner wakes up: nothing it writes lands
         DuckDBStore(path).add_samples(
-            [_sample("q1").model_copy(update={"run_id": "silent"})], owner=(4242, "a-container-that-is-gone")
+            [sample_row("q1").model_copy(update={"run_id": "silent"})], owner=(4242, "a-container-that-is-gone")
         )
     assert DuckDBStore(path).query("SELECT count(*) AS n FROM samples")[0]["n"] == 0
     with pytest.raises(RunTakenOver, match="run silent is no longer this process's"):
@@ -387,14 +363,14 @@ def test_a_taken_over_runs_old_owner_can_neither_close_it_nor_copy_into_it(tmp_p
 
     path = tmp_path / "r.duckdb"
     old, new = (4242, "frozen-laptop"), (1, "here")
-    silent = _run("silent").model_copy(update={"fingerprint": "f", "pid": old[0], "host": old[1]})
+    silent = run_row("silent").model_copy(update={"fingerprint": "f", "pid": old[0], "host": old[1]})
     store = DuckDBStore(path)
     store.start_run(silent)
-    store.start_run(_run("source"))  # an earlier run whose setting could be reused
-    store.add_samples([_sample("q1", "reused").model_copy(update={"run_id": "source"})])
-    taker = _run("taker").model_copy(update={"fingerprint": "f", "pid": new[0], "host": new[1]})
+    store.start_run(run_row("source"))  # an earlier run whose setting could be reused
+    store.add_samples([sample_row("q1", "reused").model_copy(update={"run_id": "source"})])
+    taker = run_row("taker").model_copy(update={"fingerprint": "f", "pid": new[0], "host": new[1]})
     assert claim_run(store, taker, [], [], stale_after_s=0).run_id == "silent"
-    store.add_samples([_sample("q1", answer="the new owner's").model_copy(update={"run_id": "silent"})], owner=new)
+    store.add_samples([sample_row("q1", answer="the new owner's").model_copy(update={"run_id": "silent"})], owner=new)
 
     def state() -> tuple[list[dict[str, object]], list[dict[str, object]]]:
         run = store.query(
@@ -423,13 +399,13 @@ def test_break_even_view_predicts_a_linear_run_exactly_and_says_where_each_compr
     """Probes whose TTFT is exactly i + s*C: the view's prediction equals the measured speed-up, and the
     2x length is where the formula says; a compressor that costs more than the prefill it saves never pays."""
     store = DuckDBStore(tmp_path / "r.duckdb")
-    store.start_run(_run())
+    store.start_run(run_row())
     i, s, rr, h = 0.05, 0.001, 0.02, 100  # TTFT intercept, seconds per token, retrieve + rerank, other tokens
 
     def probe(qid: str, setting: str, compressor: str, context: int, ratio: float, k: float) -> SampleRow:
         out = round(context / ratio)
         cold = k * context
-        return _sample(
+        return sample_row(
             qid,
             setting,
             setting_name=f"{compressor}-{setting}",
@@ -468,11 +444,42 @@ def test_break_even_view_predicts_a_linear_run_exactly_and_says_where_each_compr
 def test_the_largest_losses_of_a_cross_run_decision_show_each_runs_own_answers(tmp_path: Path) -> None:
     store = DuckDBStore(tmp_path / "r.duckdb")
     for run_id, setting, answer, recall in (("r1", "base", "old run", 1.0), ("r2", "cand", "new run", 0.0)):
-        store.start_run(_run(run_id))
+        store.start_run(run_row(run_id))
         store.add_samples(
-            [_sample("q1", setting, run_id=run_id, answer=answer, answer_token_recall=recall, context_tokens_out=9)]
+            [sample_row("q1", setting, run_id=run_id, answer=answer, answer_token_recall=recall, context_tokens_out=9)]
         )
-    store.add_samples([_sample("q1", "cand", run_id="r1", answer="same run", answer_token_recall=1.0)])
+    store.add_samples([sample_row("q1", "cand", run_id="r1", answer="same run", answer_token_recall=1.0)])
     (loss,) = store.largest_losses("r1", "base", "r2", "cand")
     assert (loss["baseline_answer"], loss["candidate_answer"], loss["diff"]) == ("old run", "new run", -1.0)
     assert store.largest_losses("r1", "base", "r1", "cand") == []  # within r1 the candidate lost nothing
+
+
+def test_the_agreement_views_kappa_is_the_one_cohen_kappa_computes(tmp_path: Path) -> None:
+    """Cohen's kappa is computed twice: in Python for a run (`runs.judge_kappa`, `runs.verifier_kappa`) and
+    in SQL per setting (`v_judge_agreement`, `v_verifier_agreement`). On yes/no verdicts the two agree,
+    undefined (chance agreement 1) included."""
+    from eval.metrics import cohen_kappa
+
+    verdicts = {
+        "mixed": [(True, True)] * 6 + [(True, False)] * 3 + [(False, False)] * 4 + [(False, True)] * 2,
+        "opposed": [(True, False), (False, True)] * 2,
+        "one-label": [(True, True)] * 3,
+    }
+    store = DuckDBStore(tmp_path / "r.duckdb")
+    store.start_run(run_row())
+    claims = [
+        _claim(f"{setting}-{i}").model_copy(
+            update={"setting_hash": setting, "supported": checker, "judge_supported": other,
+                    "model_supported": other, "model_prob": 0.9 if other else 0.1}
+        )
+        for setting, pairs in verdicts.items()
+        for i, (checker, other) in enumerate(pairs)
+    ]  # fmt: skip
+    store.add_samples([], claims)
+    for view in ("v_judge_agreement", "v_verifier_agreement"):
+        kappa = {r["setting_hash"]: r["kappa"] for r in store.query(f"SELECT setting_hash, kappa FROM {view}")}
+        assert kappa.keys() == verdicts.keys()
+        for setting, pairs in verdicts.items():
+            expected = cohen_kappa(pairs)
+            assert kappa[setting] == (pytest.approx(expected) if expected is not None else None), (view, setting)
+    assert cohen_kappa(verdicts["opposed"]) == pytest.approx(-1.0)  # the cases differ from one another
