@@ -106,3 +106,16 @@ def hardware() -> dict[str, object]:
         "cores": os.cpu_count(),
         "gpus": gpus,
     }
+
+
+def hardware_text(raw: str | None) -> str:
+    """A stored `hardware()` record (its JSON, as in `runs.hardware_json`) as people read it: CPU model,
+    cores and GPUs; "hardware not recorded" for a run that stored none.
+    """
+    import json
+
+    if not raw:
+        return "hardware not recorded"
+    hw = json.loads(raw)
+    gpus = hw.get("gpus") or []
+    return f"{hw.get('cpu', 'unknown CPU')}, {hw.get('cores', '?')} cores" + (f", {', '.join(gpus)}" if gpus else "")

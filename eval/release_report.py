@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from corpus.runtime import hardware_text
 from eval.plots import Point
 from eval.store import DuckDBStore, Record
 
@@ -293,7 +294,6 @@ def html_report(store: DuckDBStore, run_id: str) -> str:
     """One static HTML page: both plots inline, the leaderboard, break-even, and every gate decision of the
     run with its table and the questions each candidate lost most on. No script, no network.
     """
-    import json
     from html import escape
 
     from eval.plots import break_even_plot
@@ -309,7 +309,6 @@ def html_report(store: DuckDBStore, run_id: str) -> str:
         sequential = '"sequence_id"' in str(d["results_json"] or "")
         newest.setdefault((str(d["baseline"]), str(d["candidate"]), sequential), d)
     decisions = list(newest.values())
-    hw = json.loads(run["hardware_json"] or "{}")
     board = [
         [
             (f'<span class="front">{escape(str(r["setting_name"]))}</span>' if r["setting_name"] in best else "")
@@ -324,7 +323,7 @@ def html_report(store: DuckDBStore, run_id: str) -> str:
         f'<p class="meta">{escape(str(run["started_at"]))} &middot; status {escape(str(run["status"]))} &middot; '
         f"{run['n_questions']} questions ({escape(str(run['questions_path']))}) &times; {run['n_settings']} settings "
         f"&middot; commit {escape(str(run['git_commit'] or 'unknown')[:12])}{' (dirty)' if run['git_dirty'] else ''} "
-        f"&middot; {escape(str(hw.get('cpu', 'unknown CPU')))}, {hw.get('cores', '?')} cores, engine "
+        f"&middot; {escape(hardware_text(run['hardware_json']))} &middot; engine "
         f"{escape(str(run['engine_precision'] or '?'))}</p>",
         "<h2>Release decisions</h2>",
         "".join(_decision_html(store, run_id, d) for d in decisions)

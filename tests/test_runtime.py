@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 
@@ -35,3 +36,15 @@ def test_starting_vllm_leaves_the_process_log_handlers_alone() -> None:
         assert not handler.closed and handler in logging.getLogger().handlers
     finally:
         logging.getLogger().removeHandler(handler)
+
+
+def test_a_stored_hardware_record_reads_as_cpu_cores_and_gpus() -> None:
+    """One wording for the machine, wherever it is shown (the gate's latency note, the HTML report)."""
+    from corpus.runtime import hardware, hardware_text
+
+    assert hardware_text('{"cpu": "EPYC", "cores": 2, "gpus": []}') == "EPYC, 2 cores"
+    assert hardware_text('{"cpu": "EPYC", "cores": 16, "gpus": ["H200", "H200"]}') == "EPYC, 16 cores, H200, H200"
+    assert hardware_text("{}") == "unknown CPU, ? cores"
+    assert hardware_text(None) == hardware_text("") == "hardware not recorded"
+    here = hardware()
+    assert hardware_text(json.dumps(here)).startswith(f"{here['cpu']}, {here['cores']} cores")

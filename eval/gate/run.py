@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from corpus.runtime import hardware_text
 from eval.gate.decision import GateDecision, Labels, decide
 from eval.gate.policy import GatePolicy, GateRequest
 from eval.gate.render import decision_json, markdown_report
@@ -46,7 +47,7 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
             # Latency measured on two machines says as much about the machines as about the settings.
             notes.append(
                 f"latency not compared: the runs were measured on different hardware "
-                f"({_hardware(b.hardware_json)} vs {_hardware(c.hardware_json)})"
+                f"({hardware_text(b.hardware_json)} vs {hardware_text(c.hardware_json)})"
             )
             policy = policy.model_copy(update={"latency": None})
             mismatch = mismatch or "latency cannot be compared across different hardware; rerun both on one machine"
@@ -101,15 +102,6 @@ def decision_row(
         policy_sha256=decision.policy.sha256(),
         results_json=results_json if results_json is not None else decision_json(decision),
         report_path=str(report) if report else None,
-    )
-
-
-def _hardware(raw: str | None) -> str:
-    if not raw:
-        return "not recorded"
-    hw = json.loads(raw)
-    return f"{hw.get('cpu', '?')}, {hw.get('cores', '?')} cores" + (
-        f", {', '.join(hw['gpus'])}" if hw.get("gpus") else ""
     )
 
 

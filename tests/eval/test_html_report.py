@@ -15,9 +15,11 @@ import pytest
 from eval.release_report import html_report, write_html_report
 from eval.store import DuckDBStore
 from eval.store.rows import GateDecisionRow
-from tests.eval.test_store import _run, _sample
+from tests.helpers import run_row, sample_row
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+MACHINE = json.dumps({"cpu": "AMD EPYC 9654", "cores": 16, "gpus": ["NVIDIA H200"]})
+"""The run's machine as `runs.hardware_json` stores it."""
 
 
 def _store(tmp_path: Path) -> DuckDBStore:
@@ -26,7 +28,7 @@ def _store(tmp_path: Path) -> DuckDBStore:
     import datetime as dt
 
     store = DuckDBStore(tmp_path / "r.duckdb")
-    store.start_run(_run())
+    store.start_run(run_row(hardware_json=MACHINE))
     settings = {
         "base": ("none", 1.0, 0.0, 0.9),
         "pruned": ("pruned", 4.0, 0.00005, 0.8),
@@ -38,7 +40,7 @@ def _store(tmp_path: Path) -> DuckDBStore:
             context = 800 + 10 * n
             out = round(context / ratio)
             rows.append(
-                _sample(
+                sample_row(
                     f"q{n}", name, setting_name=f"{compressor}-4x-k8" if compressor != "none" else "none-k8",
                     compressor=compressor, target_ratio=ratio, top_k=8, answer=f"answer {n} by {name}",
                     gold_answers=json.dumps([f"gold {n}"]), answer_token_recall=recall if n % 3 else 0.0,
@@ -73,6 +75,7 @@ def test_the_page_is_static_and_holds_every_part(tmp_path: Path) -> None:
         assert f'id="{mark}"' in page
     # Question q1 lost recall (0.9 -> 0.8); q0 tied at 0 and is no loss.
     assert "Questions where the candidate lost most" in page and "gold 1" in page and "gold 0" not in page
+    assert "AMD EPYC 9654, 16 cores, NVIDIA H200 &middot; engine" in page  # the machine, GPUs included
 
 
 @pytest.mark.slow
