@@ -112,10 +112,11 @@ def _answer_text(doc: Document, index: int, blocks: int = 1) -> tuple[int, str] 
     return (found[0][0], "\n\n".join(t for _, t in found)) if found else None
 
 
-def _lead(text: str, heading: str) -> str:
+def _section_answer(text: str, heading: str) -> str:
     """A section's answer: its first two sentences, and when neither touches the heading's subject, the first
     later sentence that does. The first alone is often only the premise ("The default serialization
-    strategy is ...", "Establishing an SMTP connection is expensive."); the point follows.
+    strategy is ...", "Establishing an SMTP connection is expensive."); the point follows. Not the pruned
+    selector's section lead (`corpus.units.section_lead_of`: one prose sentence, kept beside the heading).
     """
     spans = sentence_spans(text)
     if len(spans) < 2:
@@ -142,7 +143,7 @@ def _doc_questions(doc: Document) -> Iterator[GeneratedQuestion]:
         first = _first_sentences(found[1])
         if first.endswith(":"):
             continue  # the answer is the list or code that follows
-        reference = _lead(found[1], doc.text[start:end]) if is_section else first
+        reference = _section_answer(found[1], doc.text[start:end]) if is_section else first
         if reference.endswith(":") or _LEAD_IN.search(reference) or len(reference.split()) < 5:
             continue  # the answer is the list or code that follows, or a label ("Type: End-of-Life")
         if LIST_ITEM.match(reference) or _POINTER.match(reference):
