@@ -3,6 +3,7 @@ depends on, and a change to any one of them is a miss."""
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 
@@ -106,3 +107,26 @@ def test_a_changed_compressor_misses_the_shared_cache() -> None:
     changed = HalvingCompressor(cache=cache)
     changed.identity = "halving/window=32"
     assert changed.compress(["one two three four"], "q", 2.0).calls == 1
+
+
+def test_a_compressors_code_version_follows_the_product_helpers_it_imports(tmp_path: Path) -> None:
+    from eval.compress.engine import EngineLinguaCompressor
+    from eval.compress.identity import ROOT, imported_sources
+
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "eval" / "a.py").write_text("import json\nfrom eval.b import f\n\ndef g():\n    from corpus import c\n")
+    (tmp_path / "eval" / "b.py").write_text("import corpus.d\n\ndef f():\n    pass\n")
+    (tmp_path / "corpus" / "c.py").write_text("X = 1\n")
+    (tmp_path / "corpus" / "d.py").write_text("Y = 2\n")
+    (tmp_path / "eval" / "unrelated.py").write_text("Z = 3\n")
+    found = imported_sources({tmp_path / "eval" / "a.py"}, tmp_path)
+    assert {p.relative_to(tmp_path).as_posix() for p in found} == {
+        "eval/a.py",
+        "eval/b.py",
+        "corpus/c.py",
+        "corpus/d.py",
+    }
+    # engine-lingua scores words through the generator's token_logprobs: an edit there is an edit to it
+    source = Path(inspect.getsourcefile(EngineLinguaCompressor) or "").resolve()
+    assert ROOT / "eval" / "engine" / "generator.py" in imported_sources({source}, ROOT)
