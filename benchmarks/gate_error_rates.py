@@ -244,7 +244,7 @@ def looking_again(
 
     margin = next(r.margin for r in policy.metrics if r.name == metric)
     alphas = alpha_split(policy)[metric]
-    plan = SequentialPlan(batch=args.batch, budget=args.budget)
+    plan = SequentialPlan(batch=args.batch, budget=args.budget, bet=args.bet)
     times = np.array(look_times(args.budget, plan))
     naive_times = times[times >= policy.min_questions]
     z = float(norm.ppf(1 - (1 - policy.confidence) / 2))
@@ -345,6 +345,12 @@ def main() -> None:
     parser.add_argument("--replicates", type=int, default=10_000, help="part 2: paths per true difference")
     parser.add_argument("--batch", type=int, default=10, help="part 2: questions between looks")
     parser.add_argument("--budget", type=int, default=3000, help="part 2: most questions a path may use")
+    parser.add_argument(
+        "--bet",
+        choices=["adaptive", "mixture"],
+        default="adaptive",
+        help="the sequential rule's bet (SequentialPlan.bet)",
+    )
     args = parser.parse_args()
     from corpus.runtime import quiet_offline_env
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -56,6 +57,10 @@ class SequentialPlan(BaseModel):
     grid: int = Field(default=2000, ge=10)
     """Grid intervals over the difference's range for the reported bounds (the boundary is always on it, so
     the verdict is exact; the bounds are rounded outwards to the grid)."""
+    bet: Literal["adaptive", "mixture"] = "adaptive"
+    """How the gamblers bet: `adaptive`, the approximate GRAPA bet from the values so far (decides small
+    samples sooner); `mixture`, an equal-weight mixture of constant bets (more power and fewer questions on
+    average when the budget runs to thousands; slower on a few dozen). Measured in docs/sequential.md."""
 
 
 class ShippedSetting(BaseModel):

@@ -19,7 +19,9 @@ is below m, and for the down bet when it is above), so by Ville's inequality it 
 probability at most a. The bet b_i is predictable (from x_1..x_{i-1} only): the paper's approximate GRAPA
 bet evaluated at the decision boundary m0, |mu - m0| / (v + (mu - m0)^2), with the paper's regularised
 running mean mu and variance v (one pseudo-observation of mean 1/2, variance 1/4). The same bet serves every
-m, so each factor is monotone in m and the CS is an interval; c = 1/2 is the paper's truncation.
+m, so each factor is monotone in m and the CS is an interval; c = 1/2 is the paper's truncation. With
+`SequentialPlan.bet = "mixture"` each capital is instead the mean of MIXTURE capitals betting constant
+fractions c/m * 2^(-k/2), k = 0..13 (a mean of nonnegative martingales is one; each is monotone in m too).
 
 The CS at n is every m that neither process has rejected at any step up to n (the running intersection):
 `lower` is the largest m the up bet has rejected, `upper` the smallest the down bet has. The decision
@@ -131,17 +133,38 @@ def bet_sizes(x: np.ndarray, boundary: float) -> np.ndarray:
     return bets
 
 
-def log_wealth(x: np.ndarray, m: np.ndarray | float, bets: np.ndarray, truncation: float) -> tuple[np.ndarray, ...]:
+MIXTURE = 14
+"""Constant bets in the `mixture` bet: the truncation c/m times 2^(-k/2), k = 0..13 (down to about c/m / 90)."""
+
+
+def log_wealth(
+    x: np.ndarray, m: np.ndarray | float, bets: np.ndarray | None, truncation: float
+) -> tuple[np.ndarray, ...]:
     """Running maxima of the log capital of the up and down bets against mean `m` (x: (..., n) in [0, 1]; m
-    broadcasts against x, e.g. a grid of shape (g, 1) against one path).
+    broadcasts against x, e.g. a grid of shape (g, 1) against one path). `bets`: the adaptive bets of
+    `bet_sizes`; None: the `mixture` of constant bets.
     """
     m = np.asarray(m, dtype=float)
     with np.errstate(divide="ignore"):  # m = 0 or 1: that side needs no cap
-        up_bet = np.minimum(bets, truncation / m)
-        down_bet = np.minimum(bets, truncation / (1 - m))
-    up = np.cumsum(np.log1p(up_bet * (x - m)), axis=-1)
-    down = np.cumsum(np.log1p(-down_bet * (x - m)), axis=-1)
+        up_cap, down_cap = truncation / m, truncation / (1 - m)
+    if bets is not None:
+        up = np.cumsum(np.log1p(np.minimum(bets, up_cap) * (x - m)), axis=-1)
+        down = np.cumsum(np.log1p(-np.minimum(bets, down_cap) * (x - m)), axis=-1)
+    else:
+        up = down = np.full(np.broadcast_shapes(np.shape(x), np.shape(m)), -np.inf)
+        for k in range(MIXTURE):  # log of the mean capital, one constant bet at a time (bounded memory)
+            fraction = 2.0 ** (-k / 2)
+            with np.errstate(invalid="ignore"):  # m = 0 or 1: an infinite cap; that side's capital is not used
+                up_k = np.cumsum(np.log1p(np.minimum(up_cap * fraction, 1e9) * (x - m)), axis=-1)
+                down_k = np.cumsum(np.log1p(-np.minimum(down_cap * fraction, 1e9) * (x - m)), axis=-1)
+            up, down = np.logaddexp(up, up_k), np.logaddexp(down, down_k)
+        up, down = up - np.log(MIXTURE), down - np.log(MIXTURE)
     return np.maximum.accumulate(up, axis=-1), np.maximum.accumulate(down, axis=-1)
+
+
+def plan_bets(x: np.ndarray, boundary: float, plan: SequentialPlan) -> np.ndarray | None:
+    """The bets `log_wealth` takes under `plan`: adaptive bets, or None for the mixture."""
+    return bet_sizes(x, boundary) if plan.bet == "adaptive" else None
 
 
 def look_times(n: int, plan: SequentialPlan) -> list[int]:
@@ -165,7 +188,8 @@ def first_decisions(
     times = np.array(look_times(x.shape[-1], plan), dtype=int)
     if len(times) == 0:
         return np.full(x.shape[0], "continue"), np.zeros(x.shape[0], dtype=int)
-    up, down = log_wealth(x[:, : times[-1]], boundary, bet_sizes(x[:, : times[-1]], boundary), plan.truncation)
+    x = x[:, : times[-1]]
+    up, down = log_wealth(x, boundary, plan_bets(x, boundary, plan), plan.truncation)
     passed = up[:, times - 1] >= np.log(1 / alphas.pass_alpha)
     failed = down[:, times - 1] >= np.log(1 / alphas.fail_alpha)
     decided = passed | failed
@@ -185,7 +209,7 @@ def _unit_bounds(
     """
     x = x[: times[-1]]
     grid = np.union1d(np.linspace(0.0, 1.0, plan.grid + 1), [boundary])
-    bets = bet_sizes(x, boundary)
+    bets = plan_bets(x, boundary, plan)
     cols = np.array(times) - 1
     up_hit = np.zeros((len(grid), len(times)), dtype=bool)
     down_hit = np.zeros_like(up_hit)

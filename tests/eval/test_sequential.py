@@ -49,24 +49,27 @@ def recall(a_cand: float) -> Draw:
 
 
 @pytest.mark.parametrize(
-    ("draw", "truth", "margin"),
+    ("draw", "truth", "margin", "bet", "runs"),
     [
-        (contained(0.6, 0.2, 0.5), -0.2, 0.03),  # far below the boundary the bets are tuned to
-        (recall(2.0), 0.0, 0.0),  # on it
-        (recall(3.0), 0.1, 0.03),  # above it
+        (contained(0.6, 0.2, 0.5), -0.2, 0.03, "adaptive", 500),  # far below the boundary the bets are tuned to
+        (recall(2.0), 0.0, 0.0, "adaptive", 500),  # on it
+        (recall(3.0), 0.1, 0.03, "adaptive", 500),  # above it
+        (recall(3.0), 0.1, 0.03, "mixture", 150),  # the mixture of constant bets (slower to compute)
     ],
 )
-def test_the_sequence_covers_the_true_mean_at_every_n_at_once(draw: Draw, truth: float, margin: float) -> None:
-    """500 seeded runs of 400 pairs, a look after every pair: the share of runs whose sequence held the true
+def test_the_sequence_covers_the_true_mean_at_every_n_at_once(
+    draw: Draw, truth: float, margin: float, bet: str, runs: int
+) -> None:
+    """Seeded runs of 400 pairs, a look after every pair: the share of runs whose sequence held the true
     mean at all 400 looks at once is at least 1 - alpha (alpha 0.05 here, split 0.025 a side)."""
-    plan = SequentialPlan(batch=1, budget=400, grid=200)
+    plan = SequentialPlan(batch=1, budget=400, grid=200 if bet == "adaptive" else 50, bet=bet)  # type: ignore[arg-type]
     covered = 0
-    for seed in range(500):
+    for seed in range(runs):
         base, cand = draw(np.random.default_rng(seed), 400)
         n, lower, upper = confidence_sequence(base, cand, margin, ALPHAS, plan)
         assert n.tolist() == list(range(1, 401))
         covered += bool(np.all((lower < truth) & (truth < upper)))
-    assert covered / 500 >= 0.95
+    assert covered / runs >= 0.95
 
 
 def test_a_clear_winner_passes_well_before_the_budget() -> None:
@@ -96,11 +99,12 @@ def test_the_same_inputs_give_the_same_looks() -> None:
     assert [look.model_dump() for look in first] == [look.model_dump() for look in again]
 
 
-def test_the_vectorised_rule_decides_as_the_looks_do() -> None:
+@pytest.mark.parametrize("bet", ["adaptive", "mixture"])
+def test_the_vectorised_rule_decides_as_the_looks_do(bet: str) -> None:
     """`first_decisions` (the benchmark's) gives each path the verdict and n of its last look."""
     rng = np.random.default_rng(5)
     paths = [contained(0.5, p, 0.5)(rng, 600) for p in (0.3, 0.45, 0.5, 0.56, 0.7) for _ in range(4)]
-    plan = SequentialPlan(batch=10, budget=600)
+    plan = SequentialPlan(batch=10, budget=600, grid=100, bet=bet)  # type: ignore[arg-type]
     verdicts, n = first_decisions(np.array([c - b for b, c in paths]), 0.03, ALPHAS, plan)
     expected = [metric_looks(b, c, 0.03, ALPHAS, plan)[-1] for b, c in paths]
     assert verdicts.tolist() == [look.verdict for look in expected]
@@ -108,12 +112,28 @@ def test_the_vectorised_rule_decides_as_the_looks_do() -> None:
     assert {"pass", "fail"} <= set(verdicts.tolist())
 
 
-def test_false_passes_at_the_boundary_stay_under_alpha() -> None:
+@pytest.mark.parametrize("bet", ["adaptive", "mixture"])
+def test_false_passes_at_the_boundary_stay_under_alpha(bet: str) -> None:
     """2,000 paths whose true difference is exactly -margin, looked at every 10 pairs up to 1,000."""
     rng = np.random.default_rng(6)
     d = rng.choice([-1.0, 0.0, 1.0], size=(2000, 1000), p=[0.25 + 0.015, 0.5, 0.25 - 0.015])  # mean -0.03
-    verdicts, _ = first_decisions(d, 0.03, ALPHAS, SequentialPlan(budget=1000))
+    verdicts, _ = first_decisions(d, 0.03, ALPHAS, SequentialPlan(budget=1000, bet=bet))  # type: ignore[arg-type]
     assert np.mean(verdicts == "pass") <= 0.025
+
+
+def test_the_mixture_passes_more_near_ties_within_a_large_budget_and_fewer_clear_winners_within_a_small_one() -> None:
+    """The trade-off docs/sequential.md measures, on synthetic paths: the mixture of constant bets has more
+    power over thousands of questions, the adaptive bet decides a small sample sooner."""
+    rng = np.random.default_rng(8)
+    near = rng.choice([-1.0, 0.0, 1.0], size=(400, 3000), p=[0.25, 0.5, 0.25])  # a tie against a 0.03 margin
+    clear = rng.choice([-1.0, 0.0, 1.0], size=(4000, 50), p=[0.15, 0.5, 0.35])  # +0.2 against a 0.10 margin
+
+    def passed(d: np.ndarray, margin: float, bet: str) -> float:
+        plan = SequentialPlan(budget=d.shape[1], bet=bet)  # type: ignore[arg-type]
+        return float(np.mean(first_decisions(d, margin, ALPHAS, plan)[0] == "pass"))
+
+    assert passed(near, 0.03, "mixture") > passed(near, 0.03, "adaptive")
+    assert passed(clear, 0.10, "adaptive") > passed(clear, 0.10, "mixture")
 
 
 def test_edge_cases_one_pair_equal_differences_and_the_extremes() -> None:
