@@ -85,13 +85,15 @@ def test_a_worker_failure_is_one_line_naming_the_setting_and_the_original_error(
 def test_ray_indexing_on_two_workers_writes_the_chunks_of_a_single_process_index(
     ray_local: Any, tmp_path: Path
 ) -> None:
-    """Documents sharded over 2 workers (small batches, so both work) give the same chunks and vectors."""
+    """Documents sharded over 2 workers (small batches, so both work) give the same chunks and vectors, and the
+    same sentence-vector and unit tables (a sentence shared by chunks keeps one vector either way)."""
     from corpus.index import IndexOptions, open_table
     from corpus.models import Document
+    from corpus.snapshot import SIDE_TABLES, latest_snapshot, open_side_table
 
     docs = [Document(id=f"d{i}", title=f"Doc {i}", text=f"Sentence {i} about topic {i % 7}. " * 40) for i in range(60)]
     emb = HashEmbedder()
-    opts = IndexOptions(batch_chunks=8)
+    opts = IndexOptions(batch_chunks=8, sentence_vectors=True)
     local = sync_index(docs, SentenceChunker(), emb, tmp_path / "local.lancedb", opts)
     sharded = sync_index(
         docs, SentenceChunker(), emb, tmp_path / "ray.lancedb", opts, ray=RayOptions(workers=2), embedder_ref="hash"
@@ -106,3 +108,18 @@ def test_ray_indexing_on_two_workers_writes_the_chunks_of_a_single_process_index
         )
 
     assert chunks(tmp_path / "ray.lancedb") == chunks(tmp_path / "local.lancedb")
+    snapshots = {name: latest_snapshot(tmp_path / f"{name}.lancedb") for name in ("local", "ray")}
+
+    def side_rows(name: str, kind: str) -> list[tuple[object, ...]]:
+        snap = snapshots[name]
+        assert snap is not None
+        side = open_side_table(tmp_path / f"{name}.lancedb", snap, kind)
+        if side is None:  # no rows of this kind (units come from a document's outline; these have none)
+            return []
+        table = side.to_arrow().sort_by("key")
+        kept = [c for c in table.column_names if c != "seconds"]  # seconds: the embedding time billed, measured
+        return list(zip(*(table.column(c).to_pylist() for c in kept), strict=True))
+
+    assert side_rows("local", "sentences")  # the sentence vectors were written
+    for kind in SIDE_TABLES:
+        assert side_rows("ray", kind) == side_rows("local", kind), kind
