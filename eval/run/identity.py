@@ -134,6 +134,8 @@ def model_fingerprints(config: SweepConfig, settings: Sequence[Setting]) -> dict
     every setting of the grid; a model with no local copy is `unresolved`. Models left at their bundled default
     are named by their package's version instead (`package_versions`).
     """
+    from eval.compress.scorer import SCORERS
+
     found: dict[str, str] = {}
     for setting in settings:
         for role, spec in config.component_specs(setting).items():
@@ -141,8 +143,8 @@ def model_fingerprints(config: SweepConfig, settings: Sequence[Setting]) -> dict
             if isinstance(model, str) and model and f"{role}:{model}" not in found:
                 found[f"{role}:{model}"] = weights_fingerprint(model) or "unresolved"
             scorer = spec.config.get("scorer")  # a pruned selector's trained unit scorer (cross-encoder:PATH)
-            if isinstance(scorer, str) and ":" in scorer and f"{role}-scorer:{scorer}" not in found:
-                path = scorer.split(":", 1)[1]
+            path = SCORERS.spec(scorer).config.get("model") if isinstance(scorer, str) and scorer else None
+            if isinstance(path, str) and f"{role}-scorer:{path}" not in found:
                 found[f"{role}-scorer:{path}"] = weights_fingerprint(path) or "unresolved"
     return dict(sorted(found.items()))
 
