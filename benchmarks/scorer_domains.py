@@ -75,7 +75,12 @@ def interval(diffs: Sequence[float]) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scorer", action="append", default=[], help="NAME=FOLDER of a trained scorer; repeat")
+    parser.add_argument(
+        "--scorer",
+        action="append",
+        default=[],
+        help="NAME=FOLDER (cross-encoder) or NAME=KIND:FOLDER of a trained scorer; repeat",
+    )
     parser.add_argument("--domains", nargs="*", default=["encyclopedia", "django-docs", "nodejs-docs"])
     parser.add_argument("--limit", type=int, default=None, help="first N held-out questions per domain")
     parser.add_argument(
@@ -92,15 +97,17 @@ def main() -> None:
     from corpus.sentences import SentenceVectors
     from eval.compress.pruned import PrunedCompressor, PrunedConfig
     from eval.compress.pruned_auto import AutoPrunedCompressor, AutoPrunedConfig
-    from eval.compress.scorer import CrossEncoderScorer, scored_text
+    from eval.compress.scorer import build_scorer, scored_text
     from eval.metrics import context_token_recall
     from eval.prompt import context_block
-    from eval.rerank import CrossEncoderReranker, DenseReranker
+    from eval.rerank import DenseReranker, RerankerDeps, build_reranker
     from eval.run.tune_pruning import prompt_counter, token_counter
     from eval.train.card import per_question_auc, ranking_auc
     from eval.train.pairs import unit_spans_of
 
-    scorers = dict(s.split("=", 1) for s in args.scorer)
+    # NAME=FOLDER (a cross-encoder) or NAME=KIND:FOLDER (cross-encoder or bi-encoder, as the scorer registry names them)
+    scorers = {n: ref if ref.partition(":")[0] in ("cross-encoder", "bi-encoder") else f"cross-encoder:{ref}"
+               for n, ref in (s.split("=", 1) for s in args.scorer)}  # fmt: skip
     count, prompt = token_counter(None), prompt_counter(None)
     emb = SentenceTransformerEmbedder()
     work = Path(tempfile.mkdtemp(prefix="cribsheet-scorer-domains-"))
@@ -110,7 +117,6 @@ def main() -> None:
     ql: Any = None
     if args.query_likelihood:  # the 135M generator through vLLM: mean log p(question | passage)
         from eval.engine.generator import GeneratorConfig
-        from eval.rerank import RerankerDeps, build_reranker
         from eval.run.wiring import build_generator
 
         ql = build_reranker("query-likelihood", RerankerDeps(embedder=emb, scorer=build_generator(GeneratorConfig())))
@@ -145,7 +151,7 @@ def main() -> None:
             if missing:
                 vectors |= dict(zip(missing, emb.embed_documents(missing), strict=True))
             unit_scores["bi-encoder"].append([float(vectors[sp[1]] @ qv) for sp in spans])
-        memos = {name: MemoScorer(CrossEncoderScorer(folder)) for name, folder in scorers.items()}
+        memos = {name: MemoScorer(build_scorer(ref)) for name, ref in scorers.items()}
         for name, memo in memos.items():
             unit_scores[name] = [
                 [float(x) for x in memo.score(question, [scored_text(spans, i) for i in range(len(spans))])]
@@ -196,7 +202,7 @@ def main() -> None:
                       f"{prompt_ratio:.2f}x prompt  scorer {cost}")  # fmt: skip
         # Rerankers of the 20 candidates: gold-document recall at 3 and 8.
         rerankers: dict[str, Any] = {"retrieval order": None, "dense": dense}
-        rerankers |= {name: CrossEncoderReranker(folder) for name, folder in scorers.items()}
+        rerankers |= {name: build_reranker(ref, RerankerDeps()) for name, ref in scorers.items()}
         if ql is not None:
             rerankers["query-likelihood"] = ql
         for name, reranker in rerankers.items():

@@ -37,7 +37,7 @@ class RerankerDeps:
 
 
 RERANKERS: Registry[Reranker, RerankerDeps] = Registry("reranker")
-"""Registered rerankers; `Setting.reranker` names one (`cross-encoder:PATH` carries its model)."""
+"""Registered rerankers; `Setting.reranker` names one (`cross-encoder:PATH`, `bi-encoder:PATH` carry their model)."""
 
 
 def _as_text(hit: Hit) -> str:
@@ -96,6 +96,32 @@ class CrossEncoderReranker:
         return [hits[i].model_copy(update={"score": float(scores[i])}) for i in order]
 
 
+class BiEncoderReranker:
+    """Cosine of question and passage under a bi-encoder other than the index's (e.g. one `cribsheet
+    train-scorer --kind bi-encoder` fine-tuned): both embedded at query time, one batch per question.
+    """
+
+    name = "bi-encoder"
+
+    def __init__(self, model: str, device: str | None = None) -> None:
+        from eval.compress.scorer import load_bi_encoder
+
+        self.model = load_bi_encoder(model, device or "cpu")
+        self.calls = 0
+
+    def rerank(self, question: str, hits: Sequence[Hit]) -> list[Hit]:
+        """Reorder by the bi-encoder's cosine."""
+        self.calls += 1
+        if not hits:
+            return []
+        vectors = self.model.encode(
+            [question, *(_as_text(h) for h in hits)], normalize_embeddings=True, show_progress_bar=False
+        )
+        scores = np.asarray(vectors[1:] @ vectors[0], dtype=float)
+        order = np.argsort(-scores, kind="stable")
+        return [hits[i].model_copy(update={"score": float(scores[i])}) for i in order]
+
+
 class QueryLikelihoodReranker:
     """UPR: score = mean log p(question | passage) under the generator LM, through vLLM `prompt_logprobs`.
 
@@ -143,7 +169,7 @@ class RetrievalOrder:
 
 
 class CrossEncoderConfig(BaseModel):
-    """A sentence-transformers CrossEncoder."""
+    """A sentence-transformers model by folder or hub id (a CrossEncoder, or a bi-encoder for `bi-encoder`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -172,6 +198,12 @@ def _dense(config: NoConfig, deps: RerankerDeps) -> Reranker:
 def _cross_encoder(config: CrossEncoderConfig, deps: RerankerDeps) -> Reranker:
     """A CrossEncoder from a folder or hub id: cross-encoder:PATH."""
     return CrossEncoderReranker(config.model, config.device)
+
+
+@RERANKERS.register("bi-encoder", CrossEncoderConfig, arg="model")
+def _bi_encoder(config: CrossEncoderConfig, deps: RerankerDeps) -> Reranker:
+    """A SentenceTransformer from a folder or hub id: bi-encoder:PATH."""
+    return BiEncoderReranker(config.model, config.device)
 
 
 @RERANKERS.register("none", NoConfig)

@@ -57,7 +57,7 @@ class Setting(BaseModel):
     layout: Literal["ranked", "edges"] = "ranked"
     """Passage order in the prompt: best first, or best at both edges (small models lose the middle)."""
     reranker: str = "dense"
-    """Registered reranker: dense, none, query-likelihood, cross-encoder:PATH."""
+    """Registered reranker: dense, none, query-likelihood, cross-encoder:PATH, bi-encoder:PATH."""
     compressor: str = "none"
     """Registered compressor: none, llmlingua, engine-lingua, pruned-agnostic (query-agnostic), longllmlingua,
     extractive, pruned, pruned-auto (query-aware)."""
@@ -146,7 +146,7 @@ class GridConfig(BaseModel):
     top_ks: list[int] = Field(default_factory=lambda: [3, 8])
     """Chunks kept after reranking."""
     rerankers: list[str] = Field(default_factory=lambda: ["dense"])
-    """Registered reranker names (`cross-encoder:PATH` carries its model)."""
+    """Registered reranker names (`cross-encoder:PATH` and `bi-encoder:PATH` carry their model)."""
     retrievals: list[RetrievalMode] = Field(default_factory=lambda: list[RetrievalMode](["hybrid"]))
     """Candidate retrieval modes."""
     layouts: list[Literal["ranked", "edges"]] = Field(

@@ -149,7 +149,10 @@ def sweep(
     ] = [],  # noqa: B006
     retrieval: Annotated[list[str], typer.Option(help="hybrid | vector | fts; repeat [hybrid].")] = [],  # noqa: B006
     reranker: Annotated[
-        list[str], typer.Option(help="dense | query-likelihood | none | cross-encoder:PATH; repeat [dense].")
+        list[str],
+        typer.Option(
+            help="dense | query-likelihood | none | cross-encoder:PATH | bi-encoder:PATH; repeat [dense].",
+        ),
     ] = [],  # noqa: B006
     layout: Annotated[list[str], typer.Option(help="ranked | edges; repeat [ranked].")] = [],  # noqa: B006
     output: Annotated[list[str], typer.Option(help="text | cited-json (answer + passage citations); repeat.")] = [],  # noqa: B006

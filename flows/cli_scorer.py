@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +15,13 @@ from flows.app import app, error_message, prepare_environment
 from flows.terminal import fail, out, progress, show_path
 
 
+class TrainKind(StrEnum):
+    """What `train-scorer` fine-tunes."""
+
+    cross_encoder = "cross-encoder"
+    bi_encoder = "bi-encoder"
+
+
 @app.command("train-scorer")
 def train_scorer(
     questions: Annotated[
@@ -22,7 +30,7 @@ def train_scorer(
             help="JSONL questions with reference answers (generated or written): never ones you are judged on."
         ),
     ],
-    out_dir: Annotated[Path, typer.Option("--out", help="Model folder to write (load it as cross-encoder:OUT).")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Model folder to write (load it as KIND:OUT).")],
     config_file: Annotated[
         Path | None,
         typer.Option(
@@ -38,21 +46,31 @@ def train_scorer(
             "--not-on", help="A sweep or gate question file: training on any of its questions is refused; repeat."
         ),
     ] = [],  # noqa: B006
+    kind: Annotated[
+        TrainKind,
+        typer.Option(
+            help="cross-encoder (reads question and unit together) or bi-encoder (the bundled MiniLM fine-tuned)."
+        ),
+    ] = TrainKind.cross_encoder,
     limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
     epochs: Annotated[float, typer.Option(min=0.01, help="Passes over the training pairs.")] = 1.0,
     batch_size: Annotated[int, typer.Option(min=1, help="Pairs per training step.")] = 32,
-    learning_rate: Annotated[float, typer.Option(min=0.0, help="Peak learning rate.")] = 5e-5,
+    learning_rate: Annotated[
+        float | None, typer.Option(min=0.0, help="Peak learning rate [5e-5 cross-encoder, 2e-5 bi-encoder].")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seeds the new head, the data order and the negatives' draws.")] = 0,
     hard_negatives: Annotated[int, typer.Option(min=0, help="Hard negatives per question at most.")] = 14,
     easy_negatives: Annotated[int, typer.Option(min=0, help="Easy negatives per question.")] = 2,
     save_steps: Annotated[int, typer.Option(min=1, help="Steps between checkpoints (a killed run resumes).")] = 50,
 ) -> None:
-    """Fine-tune a cross-encoder unit scorer from the bundled MiniLM on your own index and questions: pairs of
+    """Fine-tune a unit scorer from the bundled MiniLM on your own index and questions: pairs of
     (question, unit) labelled by the reference (positive: a unit holding its content words; hard negatives:
     other units of the retrieved passages; easy: units of random passages), trained on CPU, seeded, resumable
     (run the same command again after an interruption). Writes the model and its card (card.json, card.md:
     data digest, pairs, steps, minutes, loss curve, validation AUC against the bundled bi-encoder's).
-    Use it as `scorer: cross-encoder:OUT` of the pruned compressors or as reranker `cross-encoder:OUT`.
+    A cross-encoder by default; --kind bi-encoder fine-tunes the MiniLM bi-encoder itself on (question,
+    positive, hard negative) triplets. Use it as `scorer: KIND:OUT` of the pruned compressors or as reranker
+    `KIND:OUT`.
     """
     prepare_environment()
     from eval.settings import SweepConfig
@@ -77,7 +95,12 @@ def train_scorer(
         else:
             inputs = ScorerInputs(index_path, questions, out_dir, not_on=held, limit=limit)
         config = TrainConfig(
-            epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, seed=seed, save_steps=save_steps
+            kind=kind.value,
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            seed=seed,
+            save_steps=save_steps,
         )
         with progress() as tick:
             card = run_training(inputs, rules, config, tick)
@@ -98,7 +121,5 @@ def train_scorer(
             f"({b.auc_per_question or 0:.3f})",
             highlight=False,
         )
-    out.print(
-        f"use it: compressor scorer cross-encoder:{out_dir}, or reranker cross-encoder:{out_dir}", highlight=False
-    )
+    out.print(f"use it: compressor scorer {card.kind}:{out_dir}, or reranker {card.kind}:{out_dir}", highlight=False)
     show_path(out_dir.resolve())

@@ -4,14 +4,17 @@ and registered by name. Without one, a unit's score is the cosine of its stored 
 published pruners that keep answer content do, at the price of one forward pass per unit.
 
 `cross-encoder:PATH` loads a sentence-transformers CrossEncoder from a folder (one `cribsheet train-scorer`
-wrote, or any other) or a hub id. A unit is shown to it with the nearest heading above it in its passage
-(`scored_text`), the same way in training and at query time.
+wrote, or any other) or a hub id; `bi-encoder:PATH` a SentenceTransformer (one `train-scorer --kind
+bi-encoder` fine-tuned), scoring the cosine of the question's and each unit's embedding, both computed at query
+time. A unit is shown to either with the nearest heading above it in its passage (`scored_text`), the same way
+in training and at query time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -52,11 +55,15 @@ class CrossEncoderScorerConfig(BaseModel):
     """Pairs per forward pass."""
 
 
-@lru_cache(maxsize=4)
 def load_cross_encoder(model: str, device: str) -> Any:
-    """A CrossEncoder, loaded once per (model, device) in a process: the `pruned` and `pruned-auto` settings
-    of one sweep share it.
+    """A CrossEncoder, loaded once per (model, device, weights) in a process: the `pruned` and `pruned-auto`
+    settings of one sweep share it, and a model trained again at the same path is loaded again.
     """
+    return _cross_encoder_model(model, device, weights_fingerprint(model))
+
+
+@lru_cache(maxsize=4)
+def _cross_encoder_model(model: str, device: str, weights: str | None) -> Any:
     from sentence_transformers import CrossEncoder  # heavy: keep inside the adapter
 
     try:
@@ -98,8 +105,73 @@ def _cross_encoder(config: CrossEncoderScorerConfig, deps: None) -> UnitScorer:
     return CrossEncoderScorer(config.model, config.device, config.batch_size)
 
 
+class BiEncoderScorerConfig(BaseModel):
+    """A sentence-transformers bi-encoder (SentenceTransformer) as unit scorer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    """Local folder (e.g. one `cribsheet train-scorer --kind bi-encoder` wrote) or hub id."""
+    device: str = "cpu"
+    """torch device."""
+    batch_size: int = Field(default=64, ge=1)
+    """Units per forward pass."""
+
+
+def load_bi_encoder(model: str, device: str) -> Any:
+    """A SentenceTransformer, loaded once per (model, device, weights) in a process."""
+    return _bi_encoder_model(model, device, weights_fingerprint(model))
+
+
+@lru_cache(maxsize=4)
+def _bi_encoder_model(model: str, device: str, weights: str | None) -> Any:
+    from sentence_transformers import SentenceTransformer  # heavy: keep inside the adapter
+
+    if not (Path(model) / "modules.json").is_file() and Path(model).exists():
+        raise CribsheetError(
+            f"unit scorer 'bi-encoder:{model}': no sentence-transformers model there (no modules.json); train one "
+            f"with `cribsheet train-scorer --kind bi-encoder --out {model}`"
+        )
+    try:
+        return SentenceTransformer(model, device=device)
+    except OSError as exc:
+        raise CribsheetError(f"unit scorer 'bi-encoder:{model}': no bi-encoder there ({exc})") from None
+
+
+class BiEncoderScorer:
+    """Scores each unit by the cosine of its embedding and the question's under a (fine-tuned) bi-encoder: the
+    same scale as the bundled cosine the selectors' other terms were set for. The question and the units are
+    embedded at query time, in one batch.
+    """
+
+    name = "bi-encoder"
+
+    def __init__(self, model: str, device: str = "cpu", batch_size: int = 64) -> None:
+        self.model = load_bi_encoder(model, device)
+        self.batch_size = batch_size
+        self.calls = 0
+
+    def score(self, question: str, units: Sequence[str]) -> np.ndarray:
+        """The cosine of `question` and every unit, in one batched call."""
+        import numpy as np
+
+        self.calls += 1
+        if not units:
+            return np.zeros(0, dtype=np.float32)
+        vectors = self.model.encode(
+            [question, *units], batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
+        return np.asarray(vectors[1:] @ vectors[0], dtype=np.float32).reshape(len(units))
+
+
+@SCORERS.register("bi-encoder", BiEncoderScorerConfig, arg="model")
+def _bi_encoder(config: BiEncoderScorerConfig, deps: None) -> UnitScorer:
+    """A SentenceTransformer from a folder or hub id: bi-encoder:PATH."""
+    return BiEncoderScorer(config.model, config.device, config.batch_size)
+
+
 def build_scorer(ref: str) -> UnitScorer:
-    """The unit scorer `ref` names (`cross-encoder:PATH`)."""
+    """The unit scorer `ref` names (`cross-encoder:PATH`, `bi-encoder:PATH`)."""
     return SCORERS.build(SCORERS.spec(ref), None)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -82,8 +83,10 @@ class ScorerCard(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    kind: Literal["cross-encoder", "bi-encoder"] = "cross-encoder"
+    """What was trained (cards written before bi-encoders were trained say nothing: a cross-encoder)."""
     model: str
-    """The model folder (`cross-encoder:MODEL` loads it)."""
+    """The model folder (`KIND:MODEL` loads it)."""
     weights: str | None
     """Its weights fingerprint (what a run's identity records)."""
     base_model: str
@@ -131,8 +134,8 @@ class ScorerCard(BaseModel):
         lines = [
             f"# Unit scorer `{Path(self.model).name}`",
             "",
-            f"A cross-encoder fine-tuned from `{self.base_model}` (weights {self.base_weights}) by `cribsheet "
-            f"train-scorer`; load it as `cross-encoder:{self.model}` (reranker, or `scorer:` of the pruned "
+            f"A {self.kind} fine-tuned from `{self.base_model}` (weights {self.base_weights}) by `cribsheet "
+            f"train-scorer`; load it as `{self.kind}:{self.model}` (reranker, or `scorer:` of the pruned "
             f"compressors). Weights fingerprint: `{self.weights}`.",
             "",
             "## Data",
@@ -159,7 +162,7 @@ class ScorerCard(BaseModel):
             "",
             "| scorer | AUC | AUC vs hard negatives | mean AUC per question |",
             "|---|---|---|---|",
-            f"| this cross-encoder | {f(self.validation.auc)} | {f(self.validation.auc_hard)} | "
+            f"| this {self.kind} | {f(self.validation.auc)} | {f(self.validation.auc_hard)} | "
             f"{f(self.validation.auc_per_question)} |",
             f"| bundled bi-encoder (cosine) | {f(self.bi_encoder.auc)} | {f(self.bi_encoder.auc_hard)} | "
             f"{f(self.bi_encoder.auc_per_question)} |",

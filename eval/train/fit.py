@@ -1,7 +1,9 @@
-"""Fine-tuning a cross-encoder unit scorer from labelled pairs, on CPU, seeded, resumable.
+"""Fine-tuning a unit scorer from labelled pairs, on CPU, seeded, resumable.
 
-The starting point is the bundled all-MiniLM-L6-v2 (a bi-encoder's weights with a new one-label head:
-sentence-transformers' `CrossEncoder`, trained by its `CrossEncoderTrainer` with binary cross-entropy). The
+The starting point is the bundled all-MiniLM-L6-v2. Two kinds: a cross-encoder (the bi-encoder's weights with
+a new one-label head: sentence-transformers' `CrossEncoder`, trained by its `CrossEncoderTrainer` with binary
+cross-entropy), or the bi-encoder itself fine-tuned (its `SentenceTransformerTrainer` with in-batch and hard
+negatives, MultipleNegativesRankingLoss, on (question, positive unit, hard negative) triplets). Either
 trainer writes a checkpoint every `save_steps` steps into a work folder keyed by the pairs' digest, this
 config and the base weights, so a run killed at any point (kill -9 included) resumes from its last complete
 checkpoint (one whose trainer state was written, the trainer's last file), and a run with other pairs or
@@ -39,16 +41,22 @@ class TrainConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    kind: Literal["cross-encoder", "bi-encoder"] = "cross-encoder"
+    """What is trained: a cross-encoder (reads question and unit together; `cross-encoder:OUT`) or the
+    bi-encoder fine-tuned (embeds them apart; `bi-encoder:OUT`)."""
     base_model: str | None = None
     """Folder or hub id to start from; None: the bundled all-MiniLM-L6-v2."""
     epochs: float = Field(default=1.0, gt=0.0)
     """Passes over the training pairs."""
     batch_size: int = Field(default=32, ge=1)
-    learning_rate: float = Field(default=5e-5, gt=0.0)
+    learning_rate: float | None = Field(default=None, gt=0.0)
+    """Peak learning rate; None: 5e-5 for a cross-encoder (its head is new), 2e-5 for a bi-encoder (every
+    weight is already trained)."""
     warmup_ratio: float = Field(default=0.1, ge=0.0, lt=1.0)
     """Share of the steps over which the learning rate rises from 0."""
     max_length: int = Field(default=128, ge=16)
-    """Tokens of (question, unit) read at most, in training and at query time (saved with the model)."""
+    """Tokens read at most (of question and unit together, or of each alone for a bi-encoder), in training and
+    at query time (saved with the model)."""
     precision: Literal["auto", "float32", "bfloat16"] = "auto"
     """Training arithmetic: bfloat16 autocast where the CPU computes it natively (AVX512-BF16 or AMX: about
     2x faster at 128 tokens on this project's machine), else float32 (auto); the weights stay float32."""
@@ -58,6 +66,13 @@ class TrainConfig(BaseModel):
     """Steps between checkpoints (what a killed run loses at most)."""
     logging_steps: int = Field(default=10, ge=1)
     """Steps between points of the loss curve."""
+
+
+def learning_rate(config: TrainConfig) -> float:
+    """The peak learning rate `config` trains with."""
+    if config.learning_rate is not None:
+        return config.learning_rate
+    return 5e-5 if config.kind == "cross-encoder" else 2e-5
 
 
 @dataclass(frozen=True)
@@ -191,30 +206,23 @@ def _callbacks(progress: Progress, seconds_before: float) -> list[Any]:
     return [Report()]
 
 
-def train_cross_encoder(
+def train_scorer_model(
     pairs: Sequence[ScorerPair],
     out: Path,
     work: Path,
     config: TrainConfig | None = None,
     progress: Progress | None = None,
 ) -> Trained:
-    """Fine-tune a one-label cross-encoder on the training split of `pairs` and write it to `out` (a folder
-    `cross-encoder:OUT` loads). Checkpoints go under `work/<run key>/`; a run with the same key resumes from
-    its last complete checkpoint. The checkpoints are removed once the model is in place.
+    """Fine-tune the scorer `config.kind` names on the training split of `pairs` and write it to `out` (a
+    folder `cross-encoder:OUT` or `bi-encoder:OUT` loads). Checkpoints go under `work/<run key>/`; a run with
+    the same key resumes from its last complete checkpoint. The checkpoints are removed once the model is in
+    place.
     """
     config = config or TrainConfig()
-    tick = progress or (lambda stage, done, total: None)
     train = [p for p in pairs if p.split == "train"]
     if not train or not any(p.label for p in train) or all(p.label for p in train):
         raise ValueError("training needs positive and negative pairs in the training split")
-    from sentence_transformers import CrossEncoder
-    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
-    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
-    from transformers import PrinterCallback, set_seed
-
-    # Hugging Face `datasets`, by module: the repository's data folder of the same name (no package) would
-    # otherwise stand for it in the type checker.
-    Dataset = importlib.import_module("datasets").Dataset
+    from transformers import set_seed
 
     folder = work / run_key(pairs, config)
     checkpoints = folder / "checkpoints"
@@ -222,37 +230,29 @@ def train_cross_encoder(
     before = 0.0
     if resume is not None and (resume / ELAPSED_FILE).is_file():
         before = float(json.loads((resume / ELAPSED_FILE).read_text())["seconds"])
-    set_seed(config.seed)  # the new head's initial weights
-    model = CrossEncoder(base_model_path(config), num_labels=1, max_length=config.max_length, device="cpu")
-    data = Dataset.from_dict(
-        {"query": [p.question for p in train], "text": [p.scored for p in train], "label": [p.label for p in train]}
-    )
-    args = CrossEncoderTrainingArguments(
-        output_dir=str(checkpoints),
-        num_train_epochs=config.epochs,
-        per_device_train_batch_size=config.batch_size,
-        learning_rate=config.learning_rate,
-        warmup_steps=config.warmup_ratio,  # a float below 1: the share of the steps (transformers 5)
-        seed=config.seed,
-        data_seed=config.seed,
-        save_strategy="steps",
-        save_steps=config.save_steps,
-        save_total_limit=2,
-        logging_steps=config.logging_steps,
-        report_to="none",
-        use_cpu=True,
-        disable_tqdm=True,  # the caller's progress: a bar on a terminal, a heartbeat line without one
-        dataloader_num_workers=0,
-        bf16=bf16(config),
-        batch_sampler=LengthBuckets,  # type: ignore[arg-type]  # called like a sampler factory: any callable
-    )
-    trainer = CrossEncoderTrainer(
-        model=model,
-        args=args,
-        train_dataset=data,
-        loss=BinaryCrossEntropyLoss(model),
-        callbacks=_callbacks(tick, before),
-    )
+    set_seed(config.seed)  # a cross-encoder's new head
+    common = {
+        "output_dir": str(checkpoints),
+        "num_train_epochs": config.epochs,
+        "per_device_train_batch_size": config.batch_size,
+        "learning_rate": learning_rate(config),
+        "warmup_steps": config.warmup_ratio,  # a float below 1: the share of the steps (transformers 5)
+        "seed": config.seed,
+        "data_seed": config.seed,
+        "save_strategy": "steps",
+        "save_steps": config.save_steps,
+        "save_total_limit": 2,
+        "logging_steps": config.logging_steps,
+        "report_to": "none",
+        "use_cpu": True,
+        "disable_tqdm": True,  # the caller's progress: a bar on a terminal, a heartbeat line without one
+        "dataloader_num_workers": 0,
+        "bf16": bf16(config),
+    }
+    make = _cross_encoder_trainer if config.kind == "cross-encoder" else _bi_encoder_trainer
+    model, trainer = make(train, config, common, _callbacks(progress or (lambda stage, done, total: None), before))
+    from transformers import PrinterCallback
+
     trainer.remove_callback(PrinterCallback)  # the loss curve goes to the card, not to stdout
     start = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
@@ -267,3 +267,101 @@ def train_cross_encoder(
     curve = [(int(h["step"]), float(h["loss"])) for h in trainer.state.log_history if "loss" in h]
     steps = int(trainer.state.global_step)
     return Trained(steps, seconds, int(resume.name.rpartition("-")[2]) if resume else None, curve)
+
+
+def _dataset() -> Any:
+    # Hugging Face `datasets`, by module: the repository's data folder of the same name (no package) would
+    # otherwise stand for it in the type checker.
+    return importlib.import_module("datasets").Dataset
+
+
+def _cross_encoder_trainer(
+    train: Sequence[ScorerPair], config: TrainConfig, common: dict[str, Any], callbacks: list[Any]
+) -> tuple[Any, Any]:
+    """A one-label CrossEncoder from the base weights and its trainer: binary cross-entropy over the pairs,
+    in batches of similar length.
+    """
+    from sentence_transformers import CrossEncoder
+    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+
+    model = CrossEncoder(base_model_path(config), num_labels=1, max_length=config.max_length, device="cpu")
+    data = _dataset().from_dict(
+        {"query": [p.question for p in train], "text": [p.scored for p in train], "label": [p.label for p in train]}
+    )
+    args = CrossEncoderTrainingArguments(
+        **common,
+        batch_sampler=LengthBuckets,  # type: ignore[arg-type]  # called like a sampler factory: any callable
+    )
+    trainer = CrossEncoderTrainer(
+        model=model, args=args, train_dataset=data, loss=BinaryCrossEntropyLoss(model), callbacks=callbacks
+    )
+    return model, trainer
+
+
+def triplets(train: Sequence[ScorerPair], seed: int) -> dict[str, list[str]]:
+    """(question, positive unit, negative unit) rows of a bi-encoder's training: each positive of a question
+    with one of its negatives (a hard one when it has any), drawn by a generator seeded by `seed` and the
+    question, so the rows do not depend on the order of the pairs. What the scorer reads (`scored`) stands
+    for each unit.
+    """
+    import random
+
+    by_question: dict[str, list[ScorerPair]] = {}
+    for p in train:
+        by_question.setdefault(p.question_id, []).append(p)
+    rows: dict[str, list[str]] = {"anchor": [], "positive": [], "negative": []}
+    for qid in sorted(by_question):
+        found = sorted(by_question[qid], key=lambda p: (-p.label, p.scored, p.unit))
+        negatives = [p for p in found if p.label == 0.0 and p.kind == "hard"] or [p for p in found if p.label == 0.0]
+        rng = random.Random(f"{seed}\x1f{qid}")
+        for positive in (p for p in found if p.label == 1.0):
+            if negatives:
+                rows["anchor"].append(positive.question)
+                rows["positive"].append(positive.scored)
+                rows["negative"].append(rng.choice(negatives).scored)
+    return rows
+
+
+def _bi_encoder_trainer(
+    train: Sequence[ScorerPair], config: TrainConfig, common: dict[str, Any], callbacks: list[Any]
+) -> tuple[Any, Any]:
+    """The base bi-encoder and its trainer: MultipleNegativesRankingLoss over (question, positive, hard
+    negative) triplets, every other unit of a batch a further negative; no batch holds one question twice
+    (its other positive would count as a negative).
+    """
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
+    from sentence_transformers.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.training_args import BatchSamplers
+
+    model = SentenceTransformer(base_model_path(config), device="cpu")
+    model.max_seq_length = config.max_length
+    rows = triplets(train, config.seed)
+    if not rows["anchor"]:
+        raise ValueError("training a bi-encoder needs questions with a positive and a negative unit")
+    args = SentenceTransformerTrainingArguments(**common, batch_sampler=BatchSamplers.NO_DUPLICATES)
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=args,
+        train_dataset=_dataset().from_dict(rows),
+        loss=MultipleNegativesRankingLoss(model),
+        callbacks=callbacks,
+    )
+    return model, trainer
+
+
+def train_cross_encoder(
+    pairs: Sequence[ScorerPair],
+    out: Path,
+    work: Path,
+    config: TrainConfig | None = None,
+    progress: Progress | None = None,
+) -> Trained:
+    """`train_scorer_model` with a cross-encoder, whatever `config.kind` says."""
+    return train_scorer_model(
+        pairs, out, work, (config or TrainConfig()).model_copy(update={"kind": "cross-encoder"}), progress
+    )

@@ -22,7 +22,7 @@ from corpus.sentences import SentenceVectors
 from corpus.snapshot import read_snapshot
 from corpus.weights import weights_fingerprint
 from eval.train.card import CARD_JSON, RankingFigures, ScorerCard, ranking_figures
-from eval.train.fit import Progress, TrainConfig, base_model_path, train_cross_encoder
+from eval.train.fit import Progress, TrainConfig, base_model_path, train_scorer_model
 from eval.train.pairs import (
     PairRules,
     ScorerPair,
@@ -43,7 +43,7 @@ class ScorerInputs:
     index_path: Path
     questions_path: Path
     out: Path
-    """The model folder to write (`cross-encoder:OUT` loads it)."""
+    """The model folder to write (`cross-encoder:OUT` or `bi-encoder:OUT` loads it, by the training's kind)."""
     embedder: str = "minilm-l6-v2"
     """The index's embedder (retrieval for hard negatives, and the bi-encoder the card compares with)."""
     index_version: int | None = None
@@ -85,13 +85,19 @@ def bi_encoder_scores(pairs: Sequence[ScorerPair], embedder: Embedder, stored: S
     return [float(np.dot(found[p.unit], queries[p.question])) for p in pairs]
 
 
-def cross_encoder_scores(model: Path, pairs: Sequence[ScorerPair]) -> list[float]:
-    """A cross-encoder folder's score of each pair (question, what the scorer reads)."""
-    from sentence_transformers import CrossEncoder
+def trained_scores(model: Path, kind: str, pairs: Sequence[ScorerPair]) -> list[float]:
+    """The trained scorer's score of each pair, through the registered scorer that loads it at query time."""
+    from eval.compress.scorer import build_scorer
 
-    scorer = CrossEncoder(str(model), device="cpu")
-    found = scorer.predict([(p.question, p.scored) for p in pairs], batch_size=64, show_progress_bar=False)
-    return [float(s) for s in found]
+    scorer = build_scorer(f"{kind}:{model}")
+    by_question: dict[str, list[int]] = {}
+    for i, p in enumerate(pairs):
+        by_question.setdefault(p.question, []).append(i)
+    found: dict[int, float] = {}
+    for question, rows in by_question.items():
+        for i, s in zip(rows, scorer.score(question, [pairs[i].scored for i in rows]), strict=True):
+            found[i] = float(s)
+    return [found[i] for i in range(len(pairs))]
 
 
 def figures(pairs: Sequence[ScorerPair], scores: Sequence[float]) -> RankingFigures:
@@ -163,10 +169,11 @@ def train_scorer(
         )
     index_sha256 = read_snapshot(inputs.index_path, retriever.version).index_sha256
     pairs, meta = labelled_pairs(inputs, questions, retriever, stored, rules, index_sha256, tick)
-    trained = train_cross_encoder(pairs, inputs.out, work_folder(inputs), config, tick)
+    trained = train_scorer_model(pairs, inputs.out, work_folder(inputs), config, tick)
     validation = [p for p in pairs if p.split == "validation"]
     train = [p for p in pairs if p.split == "train"]
     card = ScorerCard(
+        kind=config.kind,
         model=str(inputs.out),
         weights=weights_fingerprint(inputs.out),
         base_model=base_model_path(config),
@@ -193,7 +200,7 @@ def train_scorer(
         pairs_seconds=round(meta["seconds"], 1),
         train_seconds=round(trained.seconds, 1),
         loss_curve=trained.loss_curve,
-        validation=figures(validation, cross_encoder_scores(inputs.out, validation)) if validation else _none(),
+        validation=figures(validation, trained_scores(inputs.out, config.kind, validation)) if validation else _none(),
         bi_encoder=figures(validation, bi_encoder_scores(validation, embedder, stored)) if validation else _none(),
     )
     card.write(inputs.out)

@@ -21,7 +21,7 @@ from corpus.retrieve import LanceRetriever
 from corpus.sentences import SentenceVectors, unit_spans
 from eval.compress.scorer import SCORERS, UnitScorer, scored_text
 from eval.train.card import ranking_auc
-from eval.train.fit import TrainConfig, last_checkpoint, train_cross_encoder
+from eval.train.fit import TrainConfig, last_checkpoint, train_scorer_model, triplets
 from eval.train.pairs import PairRules, ScorerPair, build_pairs, passage_pool, refuse_overlap
 from eval.train.train_scorer import ScorerInputs, train_scorer
 from tests.conftest import TINY_DOCS, write_jsonl
@@ -151,6 +151,8 @@ def _pairs(n_questions: int = 6) -> list[ScorerPair]:
 
 
 TINY_TRAINING = TrainConfig(batch_size=4, epochs=1.0, save_steps=1, logging_steps=1, max_length=48)
+TINY_BI_ENCODER = TINY_TRAINING.model_copy(update={"kind": "bi-encoder", "batch_size": 1})
+"""One triplet a step: four steps over the four training questions of `_pairs()`."""
 
 
 def test_a_short_training_writes_a_folder_the_reranker_and_the_pruned_selectors_load(
@@ -191,9 +193,10 @@ def test_a_short_training_writes_a_folder_the_reranker_and_the_pruned_selectors_
         PrunedConfig(scorer=f"cross-encoder:{out}", scorer_weights="0" * 16)
 
 
-def test_a_killed_training_resumes_from_its_last_complete_checkpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("config", [TINY_TRAINING, TINY_BI_ENCODER], ids=["cross-encoder", "bi-encoder"])
+def test_a_killed_training_resumes_from_its_last_complete_checkpoint(tmp_path: Path, config: TrainConfig) -> None:
     pairs = _pairs()
-    whole = train_cross_encoder(pairs, tmp_path / "whole", tmp_path / "work-a", TINY_TRAINING)
+    whole = train_scorer_model(pairs, tmp_path / "whole", tmp_path / "work-a", config)
 
     class Killed(Exception):
         pass
@@ -203,16 +206,61 @@ def test_a_killed_training_resumes_from_its_last_complete_checkpoint(tmp_path: P
             raise Killed  # what kill -9 leaves: the checkpoints written so far (here, step 2's)
 
     with pytest.raises(Killed):
-        train_cross_encoder(pairs, tmp_path / "resumed", tmp_path / "work-b", TINY_TRAINING, kill_at_step_3)
+        train_scorer_model(pairs, tmp_path / "resumed", tmp_path / "work-b", config, kill_at_step_3)
     (run,) = (tmp_path / "work-b").iterdir()
     cut = run / "checkpoints" / "checkpoint-3"
     cut.mkdir()  # a checkpoint cut off mid-write (no trainer state): never resumed from
     (cut / "model.safetensors").write_bytes(b"partial")
     assert last_checkpoint(run / "checkpoints") == run / "checkpoints" / "checkpoint-2"
-    resumed = train_cross_encoder(pairs, tmp_path / "resumed", tmp_path / "work-b", TINY_TRAINING)
+    resumed = train_scorer_model(pairs, tmp_path / "resumed", tmp_path / "work-b", config)
     assert resumed.resumed_from == 2 and resumed.steps == whole.steps
     assert [s for s, _ in resumed.loss_curve] == [s for s, _ in whole.loss_curve]  # the curve before the kill kept
     assert [x for _, x in resumed.loss_curve] == pytest.approx([x for _, x in whole.loss_curve], rel=1e-4)  # seeded
+
+
+def test_a_bi_encoder_training_writes_a_folder_the_scorer_and_reranker_load_and_a_retraining_is_reloaded(
+    tmp_path: Path,
+) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from corpus.models import Hit
+    from eval.compress.pruned import PrunedConfig
+    from eval.compress.scorer import build_scorer
+    from eval.rerank import RerankerDeps, build_reranker
+
+    pairs, out = _pairs(), tmp_path / "bi"
+    config = TINY_BI_ENCODER.model_copy(update={"save_steps": 100})  # no checkpoint: resuming is tested apart
+    trained = train_scorer_model(pairs, out, tmp_path / "work", config)
+    assert trained.steps == 4 and (out / "modules.json").is_file()
+    units = ["K2 rises 8,611 metres above sea level.", "Paris is the capital of France."]
+    model = SentenceTransformer(str(out), device="cpu")
+    assert model.max_seq_length == TINY_BI_ENCODER.max_length  # what training read, saved with the model
+    q, *u = model.encode(["How high is K2?", *units], normalize_embeddings=True)
+    scores = build_scorer(f"bi-encoder:{out}").score("How high is K2?", units)
+    assert scores == pytest.approx([float(u[0] @ q), float(u[1] @ q)], abs=1e-5)  # the cosine, as stored vectors
+    weights = PrunedConfig(scorer=f"bi-encoder:{out}").scorer_weights
+    assert weights is not None
+    hits = [Hit(chunk_id=d["id"], doc_id=d["id"], title=d["title"], text=d["text"], score=0.0) for d in TINY_DOCS]
+    ranked = build_reranker(f"bi-encoder:{out}", RerankerDeps()).rerank("How high is K2?", hits)
+    assert sorted(h.chunk_id for h in ranked) == sorted(h.chunk_id for h in hits)
+    assert [h.score for h in ranked] == sorted((h.score for h in ranked), reverse=True)
+    # Trained again at the same path with another seed: a new load (the process cache is keyed by the weights)
+    # and another fingerprint in the setting.
+    train_scorer_model(pairs, out, tmp_path / "work", config.model_copy(update={"seed": 7}))
+    assert PrunedConfig(scorer=f"bi-encoder:{out}").scorer_weights != weights
+    assert build_scorer(f"bi-encoder:{out}").score("How high is K2?", units) != pytest.approx(scores, abs=1e-6)
+
+
+def test_bi_encoder_triplets_pair_each_positive_with_a_hard_negative_whatever_the_pairs_order() -> None:
+    pairs = [p for p in _pairs() if p.split == "train"]
+    easy = pairs[1].model_copy(update={"kind": "easy", "unit": "An easy one.", "scored": "An easy one."})
+    rows = triplets([*pairs, easy], seed=3)
+    assert rows == triplets(list(reversed([*pairs, easy])), seed=3)
+    assert len(rows["anchor"]) == sum(p.label == 1.0 for p in pairs) == 4
+    positives = {p.question: p.scored for p in pairs if p.label == 1.0}
+    hard = {(p.question, p.scored) for p in pairs if p.kind == "hard"}
+    for anchor, positive, negative in zip(rows["anchor"], rows["positive"], rows["negative"], strict=True):
+        assert positives[anchor] == positive and (anchor, negative) in hard  # never the easy one beside hard ones
 
 
 def test_ranking_auc_counts_ties_as_half() -> None:
