@@ -6,6 +6,7 @@ import importlib.util
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -71,6 +72,29 @@ class VectorCache:
         embedded it, measured then, whoever asked first (so the bill does not depend on the order of asking).
         """
         return sum(self._seconds.get(t, 0.0) for t in dict.fromkeys(texts))
+
+
+def load_sentence_model(model: str, device: str, role: str) -> Any:
+    """A sentence-transformers bi-encoder from a folder or hub id for `role` (a unit scorer, a reranker; named
+    in errors as `bi-encoder:MODEL`), loaded once per (model, device, weights) in a process, so a folder
+    trained again is read again.
+    """
+    if Path(model).exists() and not (Path(model) / "modules.json").is_file():
+        raise CribsheetError(
+            f"{role} 'bi-encoder:{model}': no sentence-transformers model there (no modules.json); train one "
+            f"with `cribsheet train-scorer --kind bi-encoder --out {model}`"
+        )
+    try:
+        return _sentence_model(model, device, weights_fingerprint(model))
+    except OSError as exc:
+        raise CribsheetError(f"{role} 'bi-encoder:{model}': no bi-encoder there ({exc})") from None
+
+
+@lru_cache(maxsize=4)
+def _sentence_model(model: str, device: str, weights: str | None) -> Any:
+    from sentence_transformers import SentenceTransformer  # heavy: keep inside the adapter
+
+    return SentenceTransformer(model, device=device)
 
 
 def bundled_minilm_path() -> Path:

@@ -23,10 +23,10 @@ def structure_units(spans: list[Span], section_lead: bool = False) -> dict[int, 
     `spans` holds (passage, text, ends its block, kind) in passage order. A list item (kind `list`, or a
     paragraph opening like one) or a code block brings the lead-in before it (the last sentence of the nearest
     paragraph before it that ends in ":"); a table row brings its table's first row; a unit after a
-    question-like heading (a one-sentence paragraph of at most 15 words ending in "?") brings the first
-    sentence after that heading, which answers it; with `section_lead`, a heading of the outline (kind
-    heading, signature or term) and every unit after it bring the section's first prose sentence
-    (`section_lead_of`).
+    question-like heading (a one-sentence paragraph of at most 15 words ending in "?", not code or a table
+    row) brings the first sentence after that heading, which answers it; with `section_lead`, a heading of the
+    outline (kind heading, signature or term) and every unit after it bring the section's first prose
+    sentence (`section_lead_of`).
     """
     paragraphs: list[list[int]] = []
     for i, (pi, _, _, _) in enumerate(spans):
@@ -50,7 +50,9 @@ def structure_units(spans: list[Span], section_lead: bool = False) -> dict[int, 
         else:
             last = spans[para[-1]][1].rstrip()
             lead_in = para[-1] if last.endswith(":") else None
-        question = len(para) == 1 and first.rstrip().endswith("?") and len(first.split()) <= 15
+        question = (
+            kind not in ("code", "row") and len(para) == 1 and first.rstrip().endswith("?") and len(first.split()) <= 15
+        )  # a code line or table row ending in "?" (an SQL placeholder) asks nothing
         if question:
             following = para[-1] + 1
             answer = following if following < len(spans) and spans[following][0] == passage else None

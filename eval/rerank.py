@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from corpus.embed import Embedder
+from corpus.embed import Embedder, load_sentence_model
 from corpus.errors import CribsheetError
 from corpus.index import indexed_text
 from corpus.models import Chunk, Hit
@@ -104,9 +104,7 @@ class BiEncoderReranker:
     name = "bi-encoder"
 
     def __init__(self, model: str, device: str | None = None) -> None:
-        from eval.compress.scorer import load_bi_encoder
-
-        self.model = load_bi_encoder(model, device or "cpu")
+        self.model = load_sentence_model(model, device or "cpu", "reranker")
         self.calls = 0
 
     def rerank(self, question: str, hits: Sequence[Hit]) -> list[Hit]:

@@ -106,7 +106,7 @@ def test_seconds_are_printed_for_people() -> None:
     ("flag", "value", "known"),
     [
         ("--compression", "llmlingau:4", "known: engine-lingua, extractive, llmlingua, longllmlingua, none"),
-        ("--reranker", "dense2", "known: cross-encoder, dense, none, query-likelihood"),
+        ("--reranker", "dense2", "known: bi-encoder, cross-encoder, dense, none, query-likelihood"),
         ("--reranker", "cross-encoder", "cross-encoder:MODEL"),
     ],
 )

@@ -18,6 +18,11 @@ GRIDS = {
         "pruned-4x-k8-hybrid-dense",
         "pruned-auto-8x-k8-hybrid-dense",
     ],
+    "django-people-scorer-heldout-sweep.yaml": [
+        "none-k8-hybrid-dense",
+        "pruned-4x-k8-hybrid-dense",
+        "pruned-auto-8x-k8-hybrid-dense",
+    ],
     "docs-heldout-pruned-sweep.yaml": [
         "none-k8-hybrid-dense",
         "pruned-4x-k8-hybrid-dense",

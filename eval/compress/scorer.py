@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from corpus.embed import load_sentence_model
 from corpus.errors import CribsheetError
 from corpus.registry import Registry
 from corpus.units import HEADINGS, Span
@@ -118,26 +118,6 @@ class BiEncoderScorerConfig(BaseModel):
     """Units per forward pass."""
 
 
-def load_bi_encoder(model: str, device: str) -> Any:
-    """A SentenceTransformer, loaded once per (model, device, weights) in a process."""
-    return _bi_encoder_model(model, device, weights_fingerprint(model))
-
-
-@lru_cache(maxsize=4)
-def _bi_encoder_model(model: str, device: str, weights: str | None) -> Any:
-    from sentence_transformers import SentenceTransformer  # heavy: keep inside the adapter
-
-    if not (Path(model) / "modules.json").is_file() and Path(model).exists():
-        raise CribsheetError(
-            f"unit scorer 'bi-encoder:{model}': no sentence-transformers model there (no modules.json); train one "
-            f"with `cribsheet train-scorer --kind bi-encoder --out {model}`"
-        )
-    try:
-        return SentenceTransformer(model, device=device)
-    except OSError as exc:
-        raise CribsheetError(f"unit scorer 'bi-encoder:{model}': no bi-encoder there ({exc})") from None
-
-
 class BiEncoderScorer:
     """Scores each unit by the cosine of its embedding and the question's under a (fine-tuned) bi-encoder: the
     same scale as the bundled cosine the selectors' other terms were set for. The question and the units are
@@ -147,7 +127,7 @@ class BiEncoderScorer:
     name = "bi-encoder"
 
     def __init__(self, model: str, device: str = "cpu", batch_size: int = 64) -> None:
-        self.model = load_bi_encoder(model, device)
+        self.model = load_sentence_model(model, device, "unit scorer")
         self.batch_size = batch_size
         self.calls = 0
 

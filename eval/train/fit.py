@@ -340,6 +340,9 @@ def _bi_encoder_trainer(
 
     model = SentenceTransformer(base_model_path(config), device="cpu")
     model.max_seq_length = config.max_length
+    # The trainer drafts a Hub model card and draws its widget examples behind a stray progress bar (and the
+    # global `random` state): this command writes its own card.
+    model.model_card_data.set_widget_examples = lambda dataset: None  # type: ignore[method-assign]
     rows = triplets(train, config.seed)
     if not rows["anchor"]:
         raise ValueError("training a bi-encoder needs questions with a positive and a negative unit")

@@ -22,7 +22,7 @@ from corpus.sentences import SentenceVectors
 from corpus.snapshot import read_snapshot
 from corpus.weights import weights_fingerprint
 from eval.train.card import CARD_JSON, RankingFigures, ScorerCard, ranking_figures
-from eval.train.fit import Progress, TrainConfig, base_model_path, train_scorer_model
+from eval.train.fit import Progress, TrainConfig, base_model_path, learning_rate, train_scorer_model
 from eval.train.pairs import (
     PairRules,
     ScorerPair,
@@ -194,7 +194,7 @@ def train_scorer(
         positives=sum(p.kind == "positive" for p in pairs),
         hard_negatives=sum(p.kind == "hard" for p in pairs),
         easy_negatives=sum(p.kind == "easy" for p in pairs),
-        training=config.model_dump(mode="json"),
+        training=config.model_dump(mode="json") | {"learning_rate": learning_rate(config)},
         steps=trained.steps,
         resumed_from_step=trained.resumed_from,
         pairs_seconds=round(meta["seconds"], 1),

@@ -362,6 +362,17 @@ def test_structure_units_from_an_outline_code_lead_ins_table_headers_and_section
     assert structure_units(spans, section_lead=True) == {0: [1], 2: [1], 3: [1], 4: [3, 1], 5: [1], 6: [5, 1]}
 
 
+def test_a_code_line_or_table_row_ending_in_a_question_mark_is_no_question_heading() -> None:
+    from corpus.units import structure_units
+
+    after = [(0, "The driver fills in the value.", True, "text"), (0, "It quotes strings.", True, "text")]
+    code = [(0, "cursor.execute('SELECT * FROM t WHERE a = ?')", True, "code"), *after]
+    row = [(0, "placeholder | ?", True, "row"), *after]
+    assert structure_units(code) == {} and structure_units(row) == {}
+    question = [(0, "Can I use placeholders?", True, "text"), *after]
+    assert structure_units(question) == {2: [1]}  # a real question heading still brings its answer along
+
+
 def test_a_section_lead_is_the_first_prose_sentence_past_an_api_entrys_parameter_list() -> None:
     from corpus.units import section_lead_of, structure_units
 

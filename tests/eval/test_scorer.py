@@ -173,6 +173,7 @@ def test_a_short_training_writes_a_folder_the_reranker_and_the_pruned_selectors_
     assert card.train_pairs + card.validation_pairs == card.positives + card.hard_negatives + card.easy_negatives
     assert card.validation_pairs and card.validation.auc is not None and card.bi_encoder.auc is not None
     assert len(card.loss_curve) == card.steps and card.pairs_sha256 and card.train_seconds > 0
+    assert card.kind == "cross-encoder" and card.training["learning_rate"] == 5e-5  # the rate it trained at
     stored = json.loads((out / "card.json").read_text())
     assert stored["weights"] == card.weights and "# Unit scorer" in (out / "card.md").read_text()
     assert not (tmp_path / ".scorer.training" / "checkpoints").exists() or not any(
@@ -193,7 +194,11 @@ def test_a_short_training_writes_a_folder_the_reranker_and_the_pruned_selectors_
         PrunedConfig(scorer=f"cross-encoder:{out}", scorer_weights="0" * 16)
 
 
-@pytest.mark.parametrize("config", [TINY_TRAINING, TINY_BI_ENCODER], ids=["cross-encoder", "bi-encoder"])
+@pytest.mark.parametrize(
+    "config",
+    [TINY_TRAINING, pytest.param(TINY_BI_ENCODER, marks=pytest.mark.slow)],  # the same checkpoints and resume
+    ids=["cross-encoder", "bi-encoder"],
+)
 def test_a_killed_training_resumes_from_its_last_complete_checkpoint(tmp_path: Path, config: TrainConfig) -> None:
     pairs = _pairs()
     whole = train_scorer_model(pairs, tmp_path / "whole", tmp_path / "work-a", config)
@@ -219,7 +224,7 @@ def test_a_killed_training_resumes_from_its_last_complete_checkpoint(tmp_path: P
 
 
 def test_a_bi_encoder_training_writes_a_folder_the_scorer_and_reranker_load_and_a_retraining_is_reloaded(
-    tmp_path: Path,
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     from sentence_transformers import SentenceTransformer
 
@@ -232,6 +237,7 @@ def test_a_bi_encoder_training_writes_a_folder_the_scorer_and_reranker_load_and_
     config = TINY_BI_ENCODER.model_copy(update={"save_steps": 100})  # no checkpoint: resuming is tested apart
     trained = train_scorer_model(pairs, out, tmp_path / "work", config)
     assert trained.steps == 4 and (out / "modules.json").is_file()
+    assert "widget" not in capfd.readouterr().err  # no stray progress bar of the trainer's Hub card
     units = ["K2 rises 8,611 metres above sea level.", "Paris is the capital of France."]
     model = SentenceTransformer(str(out), device="cpu")
     assert model.max_seq_length == TINY_BI_ENCODER.max_length  # what training read, saved with the model
