@@ -90,6 +90,16 @@ def load_sentence_model(model: str, device: str, role: str) -> Any:
         raise CribsheetError(f"{role} 'bi-encoder:{model}': no bi-encoder there ({exc})") from None
 
 
+def query_cosines(model: Any, question: str, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    """The cosine of `question` and each text under a sentence-transformers bi-encoder (`load_sentence_model`),
+    all embedded in one batched call.
+    """
+    vectors = model.encode(
+        [question, *texts], batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
+    )
+    return np.asarray(vectors[1:] @ vectors[0], dtype=np.float32).reshape(len(texts))
+
+
 @lru_cache(maxsize=4)
 def _sentence_model(model: str, device: str, weights: str | None) -> Any:
     from sentence_transformers import SentenceTransformer  # heavy: keep inside the adapter

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from corpus.embed import Embedder, load_sentence_model
+from corpus.embed import Embedder, load_sentence_model, query_cosines
 from corpus.errors import CribsheetError
 from corpus.index import indexed_text
 from corpus.models import Chunk, Hit
@@ -112,10 +112,7 @@ class BiEncoderReranker:
         self.calls += 1
         if not hits:
             return []
-        vectors = self.model.encode(
-            [question, *(_as_text(h) for h in hits)], normalize_embeddings=True, show_progress_bar=False
-        )
-        scores = np.asarray(vectors[1:] @ vectors[0], dtype=float)
+        scores = query_cosines(self.model, question, [_as_text(h) for h in hits])
         order = np.argsort(-scores, kind="stable")
         return [hits[i].model_copy(update={"score": float(scores[i])}) for i in order]
 

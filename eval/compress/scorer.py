@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from corpus.embed import load_sentence_model
+from corpus.embed import load_sentence_model, query_cosines
 from corpus.errors import CribsheetError
 from corpus.registry import Registry
 from corpus.units import HEADINGS, Span
@@ -42,8 +42,10 @@ SCORERS: Registry[UnitScorer, None] = Registry("unit scorer")
 """Registered unit scorers; the `pruned` selectors' `scorer` field names one (`cross-encoder:PATH`)."""
 
 
-class CrossEncoderScorerConfig(BaseModel):
-    """A sentence-transformers CrossEncoder as unit scorer."""
+class ModelScorerConfig(BaseModel):
+    """A sentence-transformers model as unit scorer: a CrossEncoder (`cross-encoder:PATH`) or a bi-encoder
+    (`bi-encoder:PATH`).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -52,7 +54,7 @@ class CrossEncoderScorerConfig(BaseModel):
     device: str = "cpu"
     """torch device."""
     batch_size: int = Field(default=64, ge=1)
-    """Pairs per forward pass."""
+    """Inputs per forward pass: (question, unit) pairs for a cross-encoder, texts for a bi-encoder."""
 
 
 def load_cross_encoder(model: str, device: str) -> Any:
@@ -99,23 +101,10 @@ class CrossEncoderScorer:
         return np.asarray(scores, dtype=np.float32).reshape(len(units))
 
 
-@SCORERS.register("cross-encoder", CrossEncoderScorerConfig, arg="model")
-def _cross_encoder(config: CrossEncoderScorerConfig, deps: None) -> UnitScorer:
+@SCORERS.register("cross-encoder", ModelScorerConfig, arg="model")
+def _cross_encoder(config: ModelScorerConfig, deps: None) -> UnitScorer:
     """A CrossEncoder from a folder or hub id: cross-encoder:PATH."""
     return CrossEncoderScorer(config.model, config.device, config.batch_size)
-
-
-class BiEncoderScorerConfig(BaseModel):
-    """A sentence-transformers bi-encoder (SentenceTransformer) as unit scorer."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    model: str
-    """Local folder (e.g. one `cribsheet train-scorer --kind bi-encoder` wrote) or hub id."""
-    device: str = "cpu"
-    """torch device."""
-    batch_size: int = Field(default=64, ge=1)
-    """Units per forward pass."""
 
 
 class BiEncoderScorer:
@@ -138,14 +127,11 @@ class BiEncoderScorer:
         self.calls += 1
         if not units:
             return np.zeros(0, dtype=np.float32)
-        vectors = self.model.encode(
-            [question, *units], batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
-        )
-        return np.asarray(vectors[1:] @ vectors[0], dtype=np.float32).reshape(len(units))
+        return query_cosines(self.model, question, units, self.batch_size)
 
 
-@SCORERS.register("bi-encoder", BiEncoderScorerConfig, arg="model")
-def _bi_encoder(config: BiEncoderScorerConfig, deps: None) -> UnitScorer:
+@SCORERS.register("bi-encoder", ModelScorerConfig, arg="model")
+def _bi_encoder(config: ModelScorerConfig, deps: None) -> UnitScorer:
     """A SentenceTransformer from a folder or hub id: bi-encoder:PATH."""
     return BiEncoderScorer(config.model, config.device, config.batch_size)
 

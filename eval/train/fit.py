@@ -355,16 +355,3 @@ def _bi_encoder_trainer(
         callbacks=callbacks,
     )
     return model, trainer
-
-
-def train_cross_encoder(
-    pairs: Sequence[ScorerPair],
-    out: Path,
-    work: Path,
-    config: TrainConfig | None = None,
-    progress: Progress | None = None,
-) -> Trained:
-    """`train_scorer_model` with a cross-encoder, whatever `config.kind` says."""
-    return train_scorer_model(
-        pairs, out, work, (config or TrainConfig()).model_copy(update={"kind": "cross-encoder"}), progress
-    )
