@@ -228,6 +228,10 @@ class SentenceTransformerEmbedder:
         encoded = self._model.encode([text], normalize_embeddings=True, convert_to_numpy=True)[0]
         return np.asarray(encoded, dtype=np.float32)
 
+    def forget_query(self, text: str) -> None:
+        """Drop `text` from the recent-query memory, so its next lookup pays what a first request pays."""
+        self._queries.pop(text, None)
+
     def embed_query(self, text: str) -> np.ndarray:
         """Normalised query vector. The last `QUERY_CACHE` are kept: retrieval, reranking and query-aware
         pruning embed the same question, and only the first pays.

@@ -233,7 +233,13 @@ class SweepConfig(BaseModel):
     judge: JudgeConfig | None = None
     """An OpenAI-compatible judge model for ragas Faithfulness, in addition to the offline checker."""
     probe_questions: int = Field(default=30, ge=0)
-    """Questions (lowest sha256 of id) also run alone per setting for the latency truth."""
+    """Questions (lowest sha256 of id) whose latency the latency phase measures, for every setting of the run."""
+    probe_repeats: int = Field(default=3, ge=1)
+    """Blocks per probe question in the latency phase: each block times every setting's whole request once
+    (the baselines twice, for the A/A noise floor) in a seeded random order; a question's figure is the median
+    over its blocks."""
+    latency_seed: int = 0
+    """Seeds the order of the requests inside each block."""
     max_failed_fraction: float = Field(default=0.05, ge=0.0, le=1.0)
     """A setting with more failed samples than this (a dead engine fails them all) ends the run `failed`
     with the reason; its rows stay for diagnosis, and a resumed run computes it again."""
@@ -290,7 +296,11 @@ class SweepConfig(BaseModel):
         the file locations, plus the candidate count the grid implies (the largest top-k may raise it).
         """
         n_candidates = max(self.retrieve_n, *(s.top_k for s in self.grid.expand()))
-        rest = SweepConfig.model_validate(self.model_dump() | self._no_paths() | {"grid": GridConfig().model_dump()})
+        # Latency is measured afresh in every run (never reused), so how it is measured is not part of the rows.
+        latency = {"probe_questions": 30, "probe_repeats": 3, "latency_seed": 0}
+        rest = SweepConfig.model_validate(
+            self.model_dump() | self._no_paths() | {"grid": GridConfig().model_dump()} | latency
+        )
         payload = f"{stable_hash(rest)}:{n_candidates}"
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 

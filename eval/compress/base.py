@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ class CompressionResult(BaseModel):
     """Compressor model invocations made for this context (0: everything came from the cache)."""
     kept: list[int] | None = None
     """Indices of the input passages that `texts` correspond to (None: unknown or all)."""
+    offline_seconds: float | None = None
+    """Stored cost of work this request relied on but did not do (`pruned`: its units' index-time vectors),
+    as measured when that work was done; reported beside a live bill, never added to it. None: none."""
 
     @property
     def ratio(self) -> float:
@@ -123,6 +127,14 @@ class CompressorDeps:
         return self._loaded[key]
 
 
+def uncached(compressor: Compressor) -> Compressor:
+    """A twin of `compressor` that computes every context from nothing (its caches empty, its models shared),
+    for the latency phase's live slots; the compressor itself when it caches nothing.
+    """
+    twin = getattr(compressor, "uncached", None)
+    return twin() if callable(twin) else compressor
+
+
 COMPRESSORS: Registry[Compressor, CompressorDeps] = Registry("compressor")
 """Registered compressors; `Setting.compressor` names one."""
 
@@ -171,6 +183,12 @@ class CachedAgnosticCompressor:
 
     def _compress_many(self, passages: list[str], ratio: float) -> list[str]:
         raise NotImplementedError
+
+    def uncached(self) -> CachedAgnosticCompressor:
+        """A twin with an empty in-memory cache: every passage is compressed now, and kept nowhere."""
+        twin = copy.copy(self)
+        twin.cache = MemoryCache()
+        return twin
 
     def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
         """Compress each passage alone, reusing cached ones; the question is ignored."""

@@ -7,6 +7,7 @@ relevance mass in `eval.compress.pruned_auto`, and what a kept unit brings along
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -79,6 +80,15 @@ class ExtractiveCompressor:
         """What embedding each passage's sentences cost the first time, by content key: kept with the index's
         compression cache, so every later setting, question and run is billed the same seconds."""
         self.identity = identity or "extractive-vectors"
+        self.offline = 0.0
+        """Index-time seconds of the stored vectors the last context read (an offline cost; `pruned`)."""
+
+    def uncached(self) -> ExtractiveCompressor:
+        """A twin of this selector with nothing kept: sentence vectors it computes are computed now, and billed now."""
+        twin = copy.copy(self)
+        twin._sentence_vectors = VectorCache(self.embedder, self.max_cached)
+        twin._passages, twin._held, twin.bills = {}, 0, MemoryCache()
+        return twin
 
     def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
         """The sentences most similar to `question` until the token budget is met."""
@@ -86,6 +96,7 @@ class ExtractiveCompressor:
 
         start = time.perf_counter()
         self.calls += 1
+        self.offline = 0.0
         split = self.split(passages)
         # The split is not scoring: pruned reads the units the index stored (a LanceDB scan, whose time follows
         # the index and the machine's load, not this request). It is paid here and kept out of the cold bill,
@@ -129,6 +140,7 @@ class ExtractiveCompressor:
             cold_seconds=seconds - splitting - vector_read + vector_bill,
             calls=1,
             kept=kept,
+            offline_seconds=self.offline or None,
         )
 
     def scores(self, passages: Sequence[str], spans: list[Span], question: str) -> tuple[np.ndarray, float, float]:

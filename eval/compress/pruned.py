@@ -131,6 +131,7 @@ class PrunedCompressor(ExtractiveCompressor):
         found, costs = self.stored.lookup_with_cost(texts)
         missing = [t for t in texts if t not in found]
         bill = sum(costs.values())
+        self.offline = bill  # the index built these vectors: an offline cost, not this request's
         if missing:
             self.missed += len(missing)
             found |= dict(zip(missing, self._sentence_vectors(missing), strict=True))

@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from eval.gate.policy import GatePolicy
-from eval.gate.statistics import LatencyResult, MetricResult, judge_latency, judge_metric
+from eval.gate.statistics import LatencyResult, MetricResult, aa_misses, judge_latency, judge_metric
 from eval.metrics import POPULATIONS
 from eval.store import Record
 
@@ -102,6 +102,53 @@ def paired_arrays(
     return out
 
 
+def _latency(
+    base: dict[str, Record],
+    cand: dict[str, Record],
+    ids: list[str],
+    policy: GatePolicy,
+    speedups: dict[str, float] | None,
+    aa: tuple[float, float, float, int] | None,
+    reasons: list[str],
+) -> LatencyResult | None:
+    """The latency verdict (None: too few pairs), adding its reason to `reasons` unless it passed."""
+    lat = policy.latency
+    assert lat is not None
+    pairs = [(x, y) for x, y in _paired(base, cand, ids, lat.metric) if x > 0 and y > 0]
+    if speedups is None:
+        speedups = {
+            q: base[q][lat.metric] / cand[q][lat.metric] for q in ids if _positive(base[q], cand[q], lat.metric)
+        }
+    ratios = np.array([speedups[q] for q in ids if q in speedups], dtype=float)
+    if len(ratios) < lat.min_probes:
+        reasons.append(
+            f"{lat.metric}: only {len(ratios)} questions with a latency paired in one block of one run; the policy "
+            f"needs {lat.min_probes} (sweep with --probe-questions {lat.min_probes} or more)"
+        )
+        return None
+    b, c = (np.array(x, dtype=float) for x in zip(*pairs, strict=True)) if pairs else (None, None)
+    latency = judge_latency(lat, ratios, policy, b, c)
+    if aa is not None:
+        latency = latency.model_copy(update=dict(aa_ratio=aa[0], aa_ci_low=aa[1], aa_ci_high=aa[2], aa_n=aa[3]))
+        if aa_misses(aa[:3], lat.tolerance):
+            reasons.append(
+                f"{lat.metric}: no latency verdict: the A/A noise floor read {aa[0]:.3f}x [{aa[1]:.3f}, {aa[2]:.3f}] "
+                f"for two identical requests, missing 1 by more than the tolerance {lat.tolerance:g} (undecided)"
+            )
+            return latency.model_copy(update={"verdict": "undecided"})
+    if latency.verdict != "pass":
+        reasons.append(
+            f"{lat.metric}: speed-up {latency.speedup:.2f}x, CI [{latency.ci_low:.2f}, "
+            f"{latency.ci_high:.2f}], needs {lat.min_speedup:.2f}x ({latency.verdict})"
+        )
+    return latency
+
+
+def _positive(b: Record, c: Record, metric: str) -> bool:
+    x, y = b.get(metric), c.get(metric)
+    return x is not None and y is not None and x > 0 and y > 0
+
+
 def _population(samples: dict[str, Record], ids: list[str], population: str) -> list[str]:
     """The question ids a metric is compared on (see `eval.metrics.POPULATIONS`)."""
     if population == "all":
@@ -110,8 +157,21 @@ def _population(samples: dict[str, Record], ids: list[str], population: str) -> 
     return [q for q in ids if bool(samples[q].get("answerable", True)) == wanted]
 
 
-def decide(base: dict[str, Record], cand: dict[str, Record], policy: GatePolicy, labels: Labels) -> GateDecision:
-    """Decision over two settings' samples keyed by question id (each a dict of column -> value)."""
+def decide(
+    base: dict[str, Record],
+    cand: dict[str, Record],
+    policy: GatePolicy,
+    labels: Labels,
+    speedups: dict[str, float] | None = None,
+    aa: tuple[float, float, float, int] | None = None,
+) -> GateDecision:
+    """Decision over two settings' samples keyed by question id (each a dict of column -> value).
+
+    Latency is decided on per-question paired ratios baseline / candidate: `speedups` (by question id, from
+    the latency phase's slots of one run and session: `DuckDBStore.slot_pairs`), or else each question's
+    ratio of the two rows' latency columns. `aa` is the baseline's A/A noise floor in the same run (ratio, CI
+    low, CI high, n): an interval that misses 1 by more than the policy's tolerance gives no latency verdict.
+    """
     if set(base) != set(cand):
         only_b, only_c = sorted(set(base) - set(cand)), sorted(set(cand) - set(base))
         reason = (
@@ -149,21 +209,7 @@ def decide(base: dict[str, Record], cand: dict[str, Record], policy: GatePolicy,
             )
     latency = None
     if policy.latency:
-        lat = policy.latency
-        pairs = [(x, y) for x, y in _paired(base, cand, ids, lat.metric) if x > 0 and y > 0]
-        if len(pairs) < lat.min_probes:
-            reasons.append(
-                f"{lat.metric}: only {len(pairs)} questions with a latency in both settings; the policy needs "
-                f"{lat.min_probes} (sweep with --probe-questions {lat.min_probes} or more)"
-            )
-        else:
-            b, c = (np.array(x, dtype=float) for x in zip(*pairs, strict=True))
-            latency = judge_latency(lat, b, c, policy)
-            if latency.verdict != "pass":
-                reasons.append(
-                    f"{lat.metric}: speed-up {latency.speedup:.2f}x, CI [{latency.ci_low:.2f}, "
-                    f"{latency.ci_high:.2f}], needs {lat.min_speedup:.2f}x ({latency.verdict})"
-                )
+        latency = _latency(base, cand, ids, policy, speedups, aa, reasons)
     verdicts = [r.verdict for r in results if not r.advisory] + ([latency.verdict] if latency else [])
     decision = "fail" if "fail" in verdicts else ("undecided" if reasons else "pass")
     return GateDecision.make(

@@ -12,7 +12,8 @@ from corpus.runtime import hardware_text
 from eval.gate.decision import GateDecision, Labels, decide
 from eval.gate.policy import GatePolicy, GateRequest
 from eval.gate.render import decision_json, markdown_report
-from eval.store import DuckDBStore, RunMeta
+from eval.gate.statistics import geometric_ci
+from eval.store import DuckDBStore, RunMeta, SettingRef
 from eval.store.rows import GateDecisionRow
 from eval.store.schema import baseline_key
 
@@ -64,10 +65,15 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
         notes.append(f"latency not compared: the samples were timed on {len(machines)} different machines")
         policy = policy.model_copy(update={"latency": None})
         mismatch = mismatch or "latency cannot be compared across different hardware; rerun on like machines"
+    speedups: dict[str, float] | None = None
+    aa: tuple[float, float, float, int] | None = None
+    if policy.latency and not mismatch:
+        speedups, aa, more = paired_latency(store, base_ref, cand_ref, policy)
+        notes += more
     if mismatch:
         decision = GateDecision.make("undecided", [mismatch], labels, policy)
     else:
-        decision = decide(base_rows, cand_rows, policy, labels)
+        decision = decide(base_rows, cand_rows, policy, labels, speedups, aa)
     decision = decision.model_copy(update={"notes": notes})
     report = request.report_path
     if report is not None:
@@ -75,6 +81,33 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
         Path(report).write_text(markdown_report(decision))
     store.add_decision(decision_row(decision, base_ref.setting_hash, cand_ref.setting_hash, report))
     return decision
+
+
+def paired_latency(
+    store: DuckDBStore, base: SettingRef, cand: SettingRef, policy: GatePolicy
+) -> tuple[dict[str, float] | None, tuple[float, float, float, int] | None, list[str]]:
+    """The latency the gate may read: per-question paired ratios baseline / candidate from the latency phase's
+    slots (one run, one session, the same blocks) and the baseline's A/A noise floor; two settings timed in
+    different runs give no pairs (an empty dict). None for the ratios: a store from before the latency phase
+    (the rows' latency columns are read, and a note says so). Returns (ratios, A/A, notes).
+    """
+    if base.run_id != cand.run_id:
+        note = (
+            f"latency not compared: the two settings were timed in different runs ({base.run_id}, {cand.run_id}); "
+            "latency pairs only within one run's latency phase"
+        )
+        return {}, None, [note]
+    if not store.has_slots(base.run_id):
+        return None, None, ["latency from the samples' columns: this run predates the latency phase (no slots)"]
+    metric = policy.latency.metric if policy.latency else "e2e_cold_s"
+    column = {"probe_ttft_s": "ttft_s", "probe_prefill_s": "prefill_s"}.get(metric, "e2e_live_s")
+    ratios = store.slot_pairs(base.run_id, base.setting_hash, 0, cand.run_id, cand.setting_hash, 0, column)
+    twins = store.slot_pairs(base.run_id, base.setting_hash, 0, base.run_id, base.setting_hash, 1, column)
+    aa = None
+    if len(twins) >= 2:
+        ratio, low, high = geometric_ci(list(twins.values()), policy.confidence, policy.resamples, policy.seed)
+        aa = (ratio, low, high, len(twins))
+    return ratios, aa, []
 
 
 def decision_row(
@@ -158,15 +191,35 @@ def watch_shipped(store: DuckDBStore, run_id: str, policy_path: Path) -> GateDec
     labels = Labels(baseline=f"{shipped.setting}@{shipped.run}", candidate=f"{shipped.setting}@{run_id}",
                     baseline_run=shipped.run, candidate_run=run_id)  # fmt: skip
     notes = run_differences(store.run_meta(shipped.run), store.run_meta(run_id))
-    b_meta, c_meta = store.run_meta(shipped.run), store.run_meta(run_id)
-    if policy.latency and b_meta.hardware_sha256 != c_meta.hardware_sha256:
-        notes.append("latency not compared: tonight's run and the shipped run were measured on different hardware")
-        policy = policy.model_copy(update={"latency": None})
-    decision = decide({q: base[q] for q in common}, {q: cand[q] for q in common}, policy, labels)
+    speedups: dict[str, float] | None = None
+    aa: tuple[float, float, float, int] | None = None
+    if policy.latency:
+        # Latency is never compared across days: tonight's run measures the shipped setting again, paired with
+        # its uncompressed twin in the same blocks, and the policy's latency rule applies to that pair.
+        twin = tonight_baseline(store, run_id, tonight_ref)
+        if twin is None:
+            speedups = {}
+            notes.append("latency not compared: tonight's run holds no uncompressed twin of the shipped setting")
+        else:
+            speedups, aa, more = paired_latency(store, twin, tonight_ref, policy)
+            notes += more + [f"latency: the shipped setting against {twin.setting_name}, both timed tonight"]
+    decision = decide({q: base[q] for q in common}, {q: cand[q] for q in common}, policy, labels, speedups, aa)
     notes.append(f"watch: {len(common)} questions held by both runs")
     decision = decision.model_copy(update={"notes": notes})
     store.add_decision(decision_row(decision, shipped_ref.setting_hash, tonight_ref.setting_hash))
     return decision
+
+
+def tonight_baseline(store: DuckDBStore, run_id: str, setting: SettingRef) -> SettingRef | None:
+    """The uncompressed setting of `run_id` that shares `setting`'s baseline axes (None: the run has none)."""
+    rows = store.leaderboard(run_id)
+    mine = next((r for r in rows if r["setting_hash"] == setting.setting_hash), None)
+    if mine is None:
+        return None
+    for r in rows:
+        if r["compressor"] == "none" and baseline_key(r) == baseline_key(mine):
+            return SettingRef(run_id=run_id, setting_hash=r["setting_hash"], setting_name=r["setting_name"])
+    return None
 
 
 def watch_line(d: GateDecision) -> str:

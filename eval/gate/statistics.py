@@ -59,17 +59,26 @@ def power_figures(diffs: np.ndarray, margin: float, higher: bool, confidence: fl
 
 
 class LatencyResult(BaseModel):
-    """Speed-up = baseline mean / candidate mean, with its confidence interval."""
+    """Speed-up = geometric mean over probe questions of each question's paired ratio baseline / candidate
+    (both requests timed in the same blocks), with its confidence interval.
+    """
 
     metric: str
     n: int
-    baseline_mean: float
-    candidate_mean: float
+    baseline_mean: float | None = None
+    candidate_mean: float | None = None
+    """Mean of each side's per-question latency (seconds; None: only the paired ratios were read)."""
     speedup: float
     ci_low: float
     ci_high: float
     min_speedup: float
     verdict: str
+    estimand: str = "geometric mean of per-question paired ratios"
+    aa_ratio: float | None = None
+    aa_ci_low: float | None = None
+    aa_ci_high: float | None = None
+    """The baseline's A/A noise floor in the same run (its two twins per block), with its interval."""
+    aa_n: int | None = None
 
 
 def bootstrap_ci(stat: Any, data: tuple[np.ndarray, ...], policy: GatePolicy) -> tuple[float, float]:
@@ -105,10 +114,6 @@ def _mean_diff(b: np.ndarray, c: np.ndarray, axis: int = -1) -> Any:
     return np.mean(c, axis=axis) - np.mean(b, axis=axis)
 
 
-def _mean_ratio(b: np.ndarray, c: np.ndarray, axis: int = -1) -> Any:
-    return np.mean(b, axis=axis) / np.mean(c, axis=axis)
-
-
 def judge_metric(rule: MetricRule, base: np.ndarray, cand: np.ndarray, policy: GatePolicy) -> MetricResult:
     """Non-inferiority of one metric on paired values."""
     higher = DIRECTIONS[rule.name]
@@ -140,19 +145,51 @@ def judge_metric(rule: MetricRule, base: np.ndarray, cand: np.ndarray, policy: G
     )
 
 
-def judge_latency(rule: LatencyRule, base: np.ndarray, cand: np.ndarray, policy: GatePolicy) -> LatencyResult:
-    """Speed-up of the candidate, paired per question."""
-    low, high = bootstrap_ci(_mean_ratio, (base, cand), policy)
+def judge_latency(
+    rule: LatencyRule,
+    speedups: np.ndarray,
+    policy: GatePolicy,
+    base: np.ndarray | None = None,
+    cand: np.ndarray | None = None,
+) -> LatencyResult:
+    """Speed-up of the candidate from per-question paired ratios baseline / candidate: the geometric mean,
+    with a percentile bootstrap interval over questions (the sequential gate's estimand too).
+    """
+    speedup, low, high = geometric_ci(speedups, policy.confidence, policy.resamples, policy.seed)
     floor = rule.min_speedup * (1 - rule.tolerance)  # the same slack whatever speed-up is demanded
     verdict = "pass" if low >= floor else ("fail" if high < floor else "undecided")
     return LatencyResult(
         metric=rule.metric,
-        n=len(base),
-        baseline_mean=float(np.mean(base)),
-        candidate_mean=float(np.mean(cand)),
-        speedup=float(np.mean(base) / np.mean(cand)),
+        n=len(speedups),
+        baseline_mean=float(np.mean(base)) if base is not None and len(base) else None,
+        candidate_mean=float(np.mean(cand)) if cand is not None and len(cand) else None,
+        speedup=speedup,
         ci_low=low,
         ci_high=high,
         min_speedup=rule.min_speedup,
         verdict=verdict,
     )
+
+
+def aa_misses(aa: tuple[float, float, float], tolerance: float) -> bool:
+    """The A/A interval (ratio, low, high) misses 1 by more than `tolerance` (relative): the machine changed
+    under the measurement more than the policy lets a speed-up be read through.
+    """
+    _, low, high = aa
+    return low > 1 + tolerance or high < 1 - tolerance
+
+
+def geometric_ci(
+    ratios: Any, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Geometric mean of per-question ratios and its percentile bootstrap interval over questions: the one
+    latency estimand of the fixed-n gate, the sequential gate's clipped log-ratios and the A/A noise floor.
+    """
+    logs = np.log(np.asarray(ratios, dtype=float))
+    if len(logs) == 0 or not np.all(np.isfinite(logs)):
+        raise CribsheetError("a geometric mean needs positive, finite ratios")
+    rng = np.random.default_rng(seed)
+    means = logs[rng.integers(0, len(logs), size=(resamples, len(logs)))].mean(axis=1)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return float(np.exp(logs.mean())), float(np.exp(low)), float(np.exp(high))

@@ -17,6 +17,7 @@ from eval.faithfulness.judge import JUDGES
 from eval.rerank import RERANKERS
 from eval.run.runner import SettingOutput, SettingRunner
 from eval.settings import Setting, SweepConfig
+from eval.store.rows import LatencySlotRow
 
 
 class SettingWorker:
@@ -37,6 +38,7 @@ class SettingWorker:
         quiet_offline_env()
         import_plugins(plugins)
         self.comps = build_components(config, settings)
+        self.settings = settings
         self.runner = SettingRunner(config, self.comps, run_id, questions, n_candidates)
         self.warm_report = self.runner.warm()
 
@@ -47,6 +49,29 @@ class SettingWorker:
     def compute(self, setting: Setting, index: int, total: int) -> SettingOutput:
         """One setting's rows and claims."""
         return self.runner.compute(setting, index, total)
+
+    def measure(
+        self, questions: list[Question], hits: set[tuple[str, str]], hashes: list[str], session_id: str
+    ) -> list[LatencySlotRow]:
+        """The latency phase over this worker's share of the probe questions: every setting of each of them,
+        timed back to back on this worker's one engine (a pair never spans two workers).
+        """
+        from eval.run.latency import LatencyPhase, LiveRequest
+
+        runner, config = self.runner, self.runner.config
+        phase = LatencyPhase(
+            LiveRequest(self.comps, runner.layout, runner.prefix, runner.n_candidates),
+            self.settings,
+            hashes,
+            runner.run_id,
+            config.probe_repeats,
+            config.latency_seed,
+            measured_on=runner.measured_on,
+            session_id=session_id,
+        )
+        rows: list[LatencySlotRow] = []
+        phase.run(questions, hits, rows.extend)
+        return rows
 
     def close(self) -> None:
         """Stop this worker's engines."""
@@ -118,3 +143,57 @@ def run_on_ray(
                 except Exception:  # a dead worker has nothing left to close
                     pass
                 ray.kill(worker)
+
+
+def measure_on_ray(
+    options: RayOptions,
+    config: SweepConfig,
+    run_id: str,
+    questions: list[Question],
+    n_candidates: int,
+    settings: list[Setting],
+    store: Any,
+    owner: tuple[int, str] | None = None,
+) -> str:
+    """The latency phase on Ray: the probe questions dealt round-robin to the workers, each worker measuring
+    every setting of its own questions on its own engine, in its own session; the driver stores each worker's
+    slots (the store's one writer) and summarises them. Returns the phase's session label.
+    """
+    import uuid
+
+    from eval.run.latency import probe_questions
+
+    session = uuid.uuid4().hex[:12]
+    hashes = [config.setting_hash(s) for s in settings]
+    probes = probe_questions(questions, config.probe_questions)
+    done = store.measured_questions(run_id, hashes, config.probe_repeats)
+    todo = [q for q in probes if q.id not in done]
+    if todo:
+        hits = store.cache_hit_pairs(run_id)
+        with ray_cluster(options) as ray:
+            actor = ray.remote(num_cpus=options.cpus_per_worker, num_gpus=options.gpus_per_worker)(SettingWorker)
+            plugins = sweep_plugins(config, settings)
+            n = min(options.workers, len(todo))
+            workers = [actor.remote(config, run_id, questions, n_candidates, settings, plugins) for _ in range(n)]
+            try:
+                shares = [todo[i::n] for i in range(n)]
+                futures = [
+                    w.measure.remote(share, hits, hashes, f"{session}-w{i}")
+                    for i, (w, share) in enumerate(zip(workers, shares, strict=True))
+                ]
+                for future in futures:
+                    try:
+                        rows = ray.get(future)
+                    except Exception as exc:
+                        raise worker_error(exc, "in the latency phase") from None
+                    for qid in dict.fromkeys(r.question_id for r in rows):
+                        store.add_slots([r for r in rows if r.question_id == qid], owner)
+            finally:
+                for worker in workers:
+                    try:
+                        ray.get(worker.close.remote(), timeout=120)
+                    except Exception:  # a dead worker has nothing left to close
+                        pass
+                    ray.kill(worker)
+    store.summarise_latency(run_id, owner)
+    return session

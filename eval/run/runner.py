@@ -5,7 +5,6 @@ sharded sweep computes exactly what a single-process one does.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,12 +17,12 @@ from eval.answer_cache.guard import question_guard
 from eval.answer_cache.lookup import CacheHit, CacheLookups, cache_hits
 from eval.engine.generator import WarmReport
 from eval.faithfulness.checker import ClaimChecker
-from eval.prompt import PromptLayout, arrange, context_block
-from eval.run.cached_answers import add_lookups, serve_hits
+from eval.prompt import PromptLayout
+from eval.run.cached_answers import serve_hits
 from eval.run.citations import CITED_INSTRUCTION
 from eval.run.draft import CompressionPart, RetrievalPart, SampleDraft, SampleKey
 from eval.run.generation import generate_setting
-from eval.run.probes import probe_drafts
+from eval.run.latency import kept_order, lay_out
 from eval.run.provenance import hardware_digest
 from eval.run.scoring import judge_drafts, retrieval_scores
 from eval.run.wiring import Components
@@ -44,12 +43,6 @@ class SettingOutput:
     rows: list[SampleRow]
     claims: list[ClaimRow]
     stages: dict[str, float] = field(default_factory=dict)
-
-
-def probe_ids(questions: list[Question], n: int) -> set[str]:
-    """The probe sample: the `n` questions with the lowest sha256 of their id (the same in every worker)."""
-    by_hash = sorted(questions, key=lambda q: hashlib.sha256(q.id.encode()).hexdigest())
-    return {q.id for q in by_hash[:n]}
 
 
 @dataclass
@@ -73,6 +66,8 @@ class SettingRunner:
     checker: ClaimChecker | None = None
     measured_on: str | None = None
     """sha256 of this process's machine (on Ray: the worker's), stamped on every row it computes."""
+    warm_report: WarmReport | None = None
+    """What `warm()` reported (kept for the run row)."""
 
     def machine(self) -> tuple[str | None, str | None]:
         """(hardware sha256, engine precision) of the process computing the rows."""
@@ -110,13 +105,12 @@ class SettingRunner:
         # profits from passages that an earlier setting happened to leave in the cache.
         cited = setting.output == "cited-json"
         self.timed(f"generate:{name}", partial(generate_setting, drafts, generator, self.prefix, cited))
-        probes = probe_ids(self.questions, self.config.probe_questions)
-        serve_hits(drafts, cache, probes)
+        serve_hits(drafts, cache)
         claims = self.timed(
             f"faithfulness:{name}", partial(judge_drafts, drafts, checker, self.comps.judge, self.comps.verifier)
         )
-        self.timed(f"probe:{name}", partial(probe_drafts, drafts, probes, generator, self.prefix, cited))
-        add_lookups(drafts, cache)
+        # Latency is not measured here, setting by setting: the latency phase times every setting of the run
+        # back to back per probe question (`eval.run.latency`), after the answers.
         self.tick(stage, len(self.questions), len(self.questions))  # the setting is done: its line, its bar full
         spent = {k: v - before.get(k, 0.0) for k, v in self.stages.items() if v != before.get(k, 0.0)}
         return SettingOutput(setting, [d.row() for d in drafts], claims, spent)
@@ -186,15 +180,9 @@ class SettingRunner:
                 draft.compression = CompressionPart(context_chunk_ids=dumps([h.chunk_id for h in hits]))
                 draft.fail("compress", exc)
                 continue
-            kept = (
-                comp.kept
-                if comp.kept is not None
-                else (list(range(len(hits))) if len(comp.texts) == len(hits) else None)
-            )
-            order = arrange(len(comp.texts), setting.layout)
-            titles = [hits[kept[j]].heading for j in order] if kept is not None else [""] * len(order)
+            kept, order = kept_order(hits, comp, setting.layout)
             ids = [hits[kept[j]].chunk_id for j in order] if kept is not None else None  # NULL: unknown
-            context = context_block(titles, [comp.texts[j] for j in order])
+            context, _ = lay_out(hits, comp, setting.layout)
             # A compressor that merged passages without saying which: the prompt's passages are still numbered
             # (a citation of one is valid), but their documents are unknown (no citation precision).
             draft.passage_docs = [hits[kept[j]].doc_id if kept is not None else None for j in order]

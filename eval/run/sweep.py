@@ -16,6 +16,7 @@ from corpus.load import read_jsonl
 from corpus.models import Question
 from eval.engine.generator import WarmReport
 from eval.metrics import cohen_kappa
+from eval.run.latency import LatencyPhase, LiveRequest, NoiseFloor, measure_run, noise_floor, probe_questions
 from eval.run.probes import fit_prefill
 from eval.run.provenance import new_run_id, question_rows, run_row, setting_rows
 from eval.run.resume import Heartbeat, claim_run, reuse_settings
@@ -157,6 +158,10 @@ class _Sweep:
     wrap: SettingWrap | None = None
     owns_components: bool = False
     """`comps` were built here (for the settings left to compute) and are closed by `run_sweep`."""
+    runner: SettingRunner | None = None
+    """This process's runner (built for the first setting to compute, or for the latency phase)."""
+    latency_session: str | None = None
+    """The latency phase's measurement session (None: no phase ran)."""
 
     def _pinned(self) -> SweepConfig:
         """The config with the index version this run claimed, for every model built for it (here or on Ray)."""
@@ -172,6 +177,49 @@ class _Sweep:
             self.owns_components = True
             self.stages["load_models"] = self.stages.get("load_models", 0.0) + time.perf_counter() - t0
         return self.comps
+
+    def _runner(self, settings: list[Setting], n_candidates: int, todo: list[Setting] | None = None) -> SettingRunner:
+        """The runner of this process, warmed, with the components of every setting of the grid (the latency phase
+        measures reused and kept settings too).
+        """
+        if self.runner is None:
+            # With no latency phase, a rerun that keeps or reuses most of its grid loads only what is left.
+            comps = self._components(settings if self.config.probe_questions or todo is None else todo)
+            self.runner = SettingRunner(self.config, comps, self.run_id, self.questions, n_candidates, self.tick)
+            self.runner.warm_report = self.runner.warm()
+        return self.runner
+
+    def _latency(self, settings: list[Setting], n_candidates: int) -> NoiseFloor | None:
+        """The latency phase over every setting of the run (`eval.run.latency`), here or on the Ray workers."""
+        probes = probe_questions(self.questions, self.config.probe_questions)
+        if not probes:
+            return None
+        self.heartbeat.check()
+        hashes = [self.config.setting_hash(s) for s in settings]
+        if self.ray is not None:
+            from eval.run.ray_driver import measure_on_ray
+
+            self.latency_session = measure_on_ray(
+                self.ray, self._pinned(), self.run_id, self.questions, n_candidates, settings, self.store,
+                self.heartbeat.owner,
+            )  # fmt: skip
+            return noise_floor(
+                self.store, self.run_id, [h for s, h in zip(settings, hashes, strict=True) if s.compressor == "none"]
+            )
+        runner = self._runner(settings, n_candidates)
+        phase = LatencyPhase(
+            LiveRequest(runner.comps, runner.layout, runner.prefix, n_candidates),
+            settings,
+            hashes,
+            self.run_id,
+            self.config.probe_repeats,
+            self.config.latency_seed,
+            measured_on=runner.measured_on,
+            tick=self.tick,
+        )
+        self.latency_session = phase.session_id
+        _, floor = measure_run(self.store, phase, probes, self.heartbeat.owner)
+        return floor
 
     def run(self, settings: list[Setting]) -> SweepResult:
         """Every setting, one transaction each; then the run's summary."""
@@ -220,16 +268,20 @@ class _Sweep:
             pinned = self._pinned()
             warm, precision = run_on_ray(self.ray, pinned, self.run_id, self.questions, n_candidates, todo, write)
         elif todo:
-            comps = self._components(todo)
-            precision = getattr(comps.generator, "precision", None)
-            runner = SettingRunner(self.config, comps, self.run_id, self.questions, n_candidates, self.tick)
-            warm = runner.warm()
+            runner = self._runner(settings, n_candidates, todo)
+            warm, precision = runner.warm_report, getattr(runner.comps.generator, "precision", None)
             for index, setting in enumerate(todo, start=1):
                 self.heartbeat.check()  # before a setting's work, not only at its write
                 compute = partial(runner.compute, setting, index, len(todo))
                 write(self.wrap(setting, self.reuse_key or self.run_id, compute) if self.wrap else compute())
-            self.stages["warm"] = self.stages.get("warm", 0.0) + runner.stages.get("warm", 0.0)
-        probes = self.store.probe_points(self.run_id)  # a resumed run's earlier settings count too
+        t0 = time.perf_counter()
+        floor = self._latency(settings, n_candidates)
+        self.stages["latency"] = self.stages.get("latency", 0.0) + time.perf_counter() - t0
+        if self.runner is not None:
+            self.stages["warm"] = self.stages.get("warm", 0.0) + self.runner.stages.get("warm", 0.0)
+            warm = warm or self.runner.warm_report
+            precision = precision or getattr(self.runner.comps.generator, "precision", None)
+        probes = self.store.probe_points(self.run_id)  # every setting's probes, measured in the latency phase
         fit = fit_prefill(probes)
         pairs = self.store.judge_pairs(self.run_id)
         verified = self.store.judge_pairs(self.run_id, "model_supported")
@@ -251,6 +303,12 @@ class _Sweep:
             judge_claims=len(pairs) if self.config.judge is not None else None,
             verifier_kappa=cohen_kappa(verified) if self.config.verifier is not None else None,
             verifier_claims=len(verified) if self.config.verifier is not None else None,
+            probe_repeats=self.config.probe_repeats if self.latency_session else None,
+            latency_session=self.latency_session,
+            aa_ratio=floor.ratio if floor else None,
+            aa_ci_low=floor.ci_low if floor else None,
+            aa_ci_high=floor.ci_high if floor else None,
+            aa_n=floor.n if floor else None,
         )
         return SweepResult(
             run_id=self.run_id,

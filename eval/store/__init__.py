@@ -2,7 +2,16 @@
 
 from eval.store.database import DuckDBStore, RunMeta, SettingRef, dumps
 from eval.store.lifecycle import Record
-from eval.store.rows import ClaimRow, GateDecisionRow, GateLookRow, QuestionRow, RunRow, SampleRow, SettingRow
+from eval.store.rows import (
+    ClaimRow,
+    GateDecisionRow,
+    GateLookRow,
+    LatencySlotRow,
+    QuestionRow,
+    RunRow,
+    SampleRow,
+    SettingRow,
+)
 from eval.store.schema import SCHEMA_VERSION, STORAGE_COMPATIBILITY, TABLES, VIEWS, columns, schema_version
 
 __all__ = [
@@ -14,6 +23,7 @@ __all__ = [
     "DuckDBStore",
     "GateDecisionRow",
     "GateLookRow",
+    "LatencySlotRow",
     "QuestionRow",
     "Record",
     "RunMeta",

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from corpus.errors import CribsheetError
+from eval.store.latency import LatencyStore
 from eval.store.lifecycle import Owner, Record, RunLifecycle, check_owner, drop_setting
 from eval.store.rows import ClaimRow, GateDecisionRow, GateLookRow, QuestionRow, RunRow, SampleRow, SettingRow
 from eval.store.schema import SCHEMA_VERSION, STORAGE_COMPATIBILITY, TABLES, VIEWS, columns
@@ -53,7 +54,7 @@ class RunMeta(BaseModel):
     """The model verifier behind `faithfulness_model` ("nli:MODEL, threshold T"; None: no verifier ran)."""
 
 
-class DuckDBStore(RunLifecycle):
+class DuckDBStore(RunLifecycle, LatencyStore):
     """A DuckDB file. Each write is one transaction on a short-lived connection, so analysts can read
     between writes; a second writer waits for the lock (up to `lock_timeout_s`) and then fails clearly.
 

@@ -17,6 +17,20 @@ from eval.store.rows import QuestionRow, RunRow, SettingRow
 Record = dict[str, Any]
 """One stored row as column -> value."""
 
+LATENCY_COLUMNS = (
+    "probe_ttft_s",
+    "probe_prefill_s",
+    "probe_decode_s",
+    "probe_cached_tokens",
+    "e2e_latency_s",
+    "e2e_cold_s",
+    "e2e_paid_s",
+    "offline_s",
+    "latency_n",
+    "latency_session",
+)
+"""Sample columns the latency phase writes (and a reused row never keeps from the run it came from)."""
+
 
 def drop_setting(con: Any, run_id: str, setting_hash: str) -> None:
     """Delete one setting's samples and claims of a run (inside the caller's transaction)."""
@@ -205,9 +219,11 @@ class RunLifecycle:
             if owner is not None:
                 check_owner(con, run_id, owner)
             drop_setting(con, run_id, setting_hash)
+            # Answers are reused, latency never is: the latency phase measures a reused setting again tonight.
+            cleared = "".join(f", NULL AS {c}" for c in LATENCY_COLUMNS)
             con.execute(
                 "INSERT INTO samples SELECT * REPLACE (? AS run_id, coalesce(reused_from_run, run_id) AS "
-                "reused_from_run) FROM samples WHERE run_id = ? AND setting_hash = ?",
+                f"reused_from_run{cleared}) FROM samples WHERE run_id = ? AND setting_hash = ?",
                 [run_id, source_run, setting_hash],
             )
             con.execute(

@@ -91,6 +91,18 @@ class RunRow(Row):
     model_fingerprints: str | None = None
     """JSON object `role:model` -> sha256 of its weights files, for every model named by path or hub id
     (part of the fingerprint and reuse key: new weights under the same name are another run)."""
+    probe_repeats: int | None = None
+    """Latency phase: requests per setting and probe question (each in its own slot of the question's block)."""
+    latency_session: str | None = None
+    """Latency phase: id of the measurement session that timed this run's slots (NULL: no latency phase)."""
+    aa_ratio: float | None = None
+    """A/A noise floor: geometric mean over probe questions of the baseline's first twin over its second, both
+    timed in the same blocks (1.0: the machine was steady; NULL: no baseline was probed)."""
+    aa_ci_low: float | None = None
+    aa_ci_high: float | None = None
+    """Bootstrap confidence interval of `aa_ratio` (over probe questions, the gate's confidence)."""
+    aa_n: int | None = None
+    """Probe questions behind the A/A figure (summed over baselines)."""
 
 
 class SampleRow(Row):
@@ -171,7 +183,9 @@ class SampleRow(Row):
     cost as measured when it was computed), whatever ran before; equals the paid cost for query-aware
     compressors."""
     e2e_cold_s: float | None = None
-    """retrieve + rerank + cold compressor cost + probe TTFT: the whole bill of a request nothing was cached for."""
+    """The whole request timed live in the latency phase (median over its repeats of retrieve + rerank +
+    compress from nothing + TTFT, `latency_slots.e2e_live_s`); stores from before the phase hold the older
+    sum of a live TTFT and stored compressor bills. NULL: not a probe question."""
     e2e_paid_s: float | None = None
     """retrieve + rerank + paid compressor cost + probe TTFT: the bill of this request given the cache."""
     context_token_recall: float | None = None
@@ -207,6 +221,52 @@ class SampleRow(Row):
     faithfulness_model: float | None = None
     """Supported claims / claims by the model verifier (`--verifier nli:MODEL`): a claim counts when its best
     probability of support clears the verifier's threshold. NULL: no verifier, or no claims."""
+    offline_s: float | None = None
+    """Offline cost this request relied on but did not do (`pruned`: the index-time seconds of its units'
+    vectors, measured when the index was built): reported beside the live bill, never added to it."""
+    latency_n: int | None = None
+    """Latency phase: slots behind this row's latency columns (its repeats; NULL: not a probe question)."""
+    latency_session: str | None = None
+    """Latency phase: the measurement session that timed this row (every setting of a run shares it)."""
+
+
+class LatencySlotRow(Row):
+    """One request of the latency phase: a setting's whole request for one probe question, timed live in its
+    slot (retrieve, rerank, compress from nothing, TTFT), back to back with every other setting's request for
+    the same question in one block (`eval.run.latency`).
+    """
+
+    run_id: str
+    session_id: str
+    """The measurement session: pairs are only ever formed within one."""
+    setting_hash: str
+    setting_name: str
+    question_id: str
+    repeat: int
+    """0, 1, ...: the question's block (each block holds every setting once, the baselines twice)."""
+    position: int
+    """Order of this request within its block (seeded random order)."""
+    twin: int
+    """0; 1 for a baseline's second request in the block (the A/A noise floor)."""
+    measured_at: dt.datetime
+    status: str
+    """ok | failed (with the error)."""
+    error: str | None = None
+    retrieve_s: float | None = None
+    rerank_s: float | None = None
+    compress_s: float | None = None
+    """The compressor computing this context from nothing (its caches bypassed), with the prompt's layout."""
+    ttft_s: float | None = None
+    """vLLM's time to first token of the request, alone after a cache reset and the stable prefix re-warmed."""
+    prefill_s: float | None = None
+    decode_s: float | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    e2e_live_s: float | None = None
+    """retrieve + rerank + compress + TTFT, all measured in this slot: the whole request, live."""
+    offline_s: float | None = None
+    """Work the request relied on but did not do (index-time unit vectors): reported, never summed in."""
+    hardware_sha256: str | None = None
 
 
 class SettingRow(Row):

@@ -12,7 +12,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from eval.store.rows import ClaimRow, GateDecisionRow, GateLookRow, QuestionRow, RunRow, SampleRow, SettingRow
+from eval.store.rows import (
+    ClaimRow,
+    GateDecisionRow,
+    GateLookRow,
+    LatencySlotRow,
+    QuestionRow,
+    RunRow,
+    SampleRow,
+    SettingRow,
+)
 
 STORAGE_COMPATIBILITY = "v1.0.0"
 """DuckDB file format written for new stores: readable by every DuckDB CLI since 1.0, not only by the
@@ -26,6 +35,7 @@ TABLES: dict[str, type[BaseModel]] = {
     "claims": ClaimRow,
     "gate_decisions": GateDecisionRow,
     "gate_looks": GateLookRow,
+    "latency_slots": LatencySlotRow,
 }
 
 _SQL_TYPES: dict[Any, str] = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN", dt.datetime: "TIMESTAMP"}

@@ -47,7 +47,7 @@ def _script(
     `hold` stops the child at a known point, after printing a `holding ...` line, until `release` exists
     (never, without one: the parent kills it there): "batch:K" inside setting K's generation, before its rows
     are stored; "stored:K" just after setting K's rows are stored; "reset:K" in the first engine cache reset
-    after K batches (before setting K's first probe: its rows not stored yet), where `then_fail` makes the
+    after K batches (before setting K+1's batch: setting K stored, K+1 not), where `then_fail` makes the
     engine fail past the setting, as a dead engine's reset does.
     `setup` is code run before the sweep; `run_args` are more arguments to `run_sweep` (", resume=False").
     """
@@ -381,14 +381,14 @@ def test_a_frozen_owner_whose_run_was_taken_over_can_neither_write_to_it_nor_clo
     write (`failed`) is refused too. A exits saying it was taken over; the run is B's, `ok`, rows complete."""
     index, questions, baseline = index_and_baseline
     store, release = tmp_path / "r.duckdb", tmp_path / "release"
-    # A is held in setting 2's engine call (setting 1 stored), to fail there once released.
+    # A is held in the engine reset before setting 2's batch (setting 1 stored), to fail there once released.
     owner = _start(
-        _script(index, questions, store, hold="reset:2", release=release, then_fail=True, setup=FAST_HEARTBEAT),
+        _script(index, questions, store, hold="reset:1", release=release, then_fail=True, setup=FAST_HEARTBEAT),
         merge_stderr=True,
     )
     out = _Output(owner)
     try:
-        out.wait_for("holding in the engine reset after batch 2")
+        out.wait_for("holding in the engine reset after batch 1")
         last_beat = _freeze_outside_the_store(owner, store)
         while dt.datetime.now(dt.UTC).replace(tzinfo=None) - last_beat < dt.timedelta(seconds=1.5):
             time.sleep(0.05)  # A is frozen: its heartbeat cannot move, only the clock

@@ -19,7 +19,8 @@ from tests.helpers import SweepSetup
 def test_one_row_per_question_and_setting_with_scores(setup: SweepSetup) -> None:
     config, components = setup
     comps = components()
-    result = run_sweep(config, comps)
+    # The answers phase alone (the latency phase reranks every slot anew: tests/eval/test_latency.py).
+    result = run_sweep(config.model_copy(update={"probe_questions": 0}), comps)
     con = duckdb.connect(result.store_path)
     assert con.execute("SELECT count(*), count(DISTINCT (question_id, setting_hash)) FROM samples").fetchone() == (
         16,
@@ -97,7 +98,7 @@ def test_retrieval_modes_are_settings_retrieved_once_per_question_and_mode(setup
 
     comps.retriever.retrieve = counting  # type: ignore[method-assign]
     grid = config.grid.model_copy(update={"retrievals": ["hybrid", "vector", "fts"]})
-    result = run_sweep(config.model_copy(update={"grid": grid}), comps)
+    result = run_sweep(config.model_copy(update={"grid": grid, "probe_questions": 0}), comps)  # answers only
     assert sorted(calls) == sorted({(q, m) for q, _ in calls for m in ("hybrid", "vector", "fts")})
     assert len(calls) == 4 * 3
     con = duckdb.connect(result.store_path)
@@ -139,7 +140,10 @@ def test_a_rerun_builds_models_only_for_the_settings_it_computes(
         return real(config, settings, corpus_sha256)
 
     monkeypatch.setattr(sweep_module, "build_components", recording)
-    named = config.model_copy(update={"embedder": "hash", "generator": GeneratorConfig(name="fake")})
+    # No latency phase here: it measures reused settings too, so it loads their models (test_latency.py).
+    named = config.model_copy(
+        update={"embedder": "hash", "generator": GeneratorConfig(name="fake"), "probe_questions": 0}
+    )
     none_only = named.model_copy(update={"grid": GridConfig(compressions=[{"compressor": "none"}], top_ks=[1])})
     halving = {"compressor": "halving", "target_ratio": 2}
     both = named.model_copy(update={"grid": GridConfig(compressions=[{"compressor": "none"}, halving], top_ks=[1])})

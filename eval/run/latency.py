@@ -1,0 +1,246 @@
+"""The latency phase: every setting of a run timed back to back, per probe question, live.
+
+After the grid's answers are computed (or reused), each probe question gets `probe_repeats` blocks. A block
+holds one request per setting, and a second one per baseline (the A/A twin), in a seeded random order; each
+request runs alone (cache reset, stable prefix warmed again) and is timed whole in its slot: retrieval,
+reranking, the compressor computing this context from nothing (its caches bypassed) and vLLM's TTFT. No
+stored duration is added to a live one. Because two settings' requests for one question sit in the same
+block, a change of load between settings hits both, and their ratio stays put; the A/A twin shows how far
+two identical requests read apart on this machine tonight.
+
+The phase is resumable (a question's block is one transaction) and runs on one engine; on Ray each worker
+measures every setting of its own share of the probe questions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import random
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from corpus.models import Hit, Question
+from eval.compress.base import CompressionResult, uncached
+from eval.prompt import arrange, context_block
+from eval.run.citations import CITED_INSTRUCTION, cited_schema
+from eval.run.generation import reset_and_warm
+from eval.run.wiring import Components
+from eval.settings import Setting
+from eval.store.rows import LatencySlotRow
+
+Tick = Callable[[str, int, int], None]
+
+
+def probe_questions(questions: Sequence[Question], n: int) -> list[Question]:
+    """The probe sample: the `n` questions with the lowest sha256 of their id (the same in every process), in
+    that order.
+    """
+    return sorted(questions, key=lambda q: hashlib.sha256(q.id.encode()).hexdigest())[:n]
+
+
+def block_order(
+    n_settings: int, baselines: Sequence[int], question_id: str, repeat: int, seed: int
+) -> list[tuple[int, int]]:
+    """(setting index, twin) in the order one block measures them: every setting once (twin 0), every
+    baseline a second time (twin 1), shuffled by a seed of (seed, question, repeat) (the same in every process).
+    """
+    entries = [(i, 0) for i in range(n_settings)] + [(i, 1) for i in baselines]
+    random.Random(f"{seed}\x1f{question_id}\x1f{repeat}").shuffle(entries)
+    return entries
+
+
+def kept_order(hits: Sequence[Hit], comp: CompressionResult, layout: str) -> tuple[list[int] | None, list[int]]:
+    """Which input passage each compressed text came from (None: unknown) and the prompt order of the texts."""
+    kept = comp.kept if comp.kept is not None else (list(range(len(hits))) if len(comp.texts) == len(hits) else None)
+    return kept, arrange(len(comp.texts), layout)
+
+
+def lay_out(hits: Sequence[Hit], comp: CompressionResult, layout: str) -> tuple[str, int]:
+    """The context block of a compressed context in its layout, and the number of passages it numbers."""
+    kept, order = kept_order(hits, comp, layout)
+    titles = [hits[kept[j]].heading for j in order] if kept is not None else [""] * len(order)
+    return context_block(titles, [comp.texts[j] for j in order]), len(order)
+
+
+@dataclass
+class LiveRequest:
+    """One setting's whole request for one question, computed and timed now."""
+
+    comps: Components
+    layout: Any
+    """The run's `PromptLayout`."""
+    prefix: str
+    n_candidates: int
+
+    def measure(self, setting: Setting, question: Question, cache_hit: bool) -> dict[str, Any]:
+        """The slot's timings (seconds) and token counts; raises on a failure of the request."""
+        comps = self.comps
+        reset_and_warm(comps.generator, self.prefix)  # not timed: every request finds only the prefix cached
+        forget = getattr(comps.embedder, "forget_query", None)
+        if callable(forget):  # a first request embeds its question; the sweep's answers phase left it cached
+            forget(question.question)
+        parts: dict[str, Any] = {}
+        start = time.perf_counter()
+        if setting.answer_cache is not None:
+            embed = getattr(comps.embedder, "embed_query_uncached", comps.embedder.embed_query)
+            embed(question.question)
+            if cache_hit:  # served from the answer cache: the lookup is the whole request
+                parts["e2e_live_s"] = time.perf_counter() - start
+                return parts
+        t0 = time.perf_counter()
+        hits = comps.retriever.retrieve(question.question, self.n_candidates, setting.retrieval)
+        t1 = time.perf_counter()
+        ranked = comps.rerankers[setting.reranker].rerank(question.question, hits)[: setting.top_k]
+        t2 = time.perf_counter()
+        compressor = uncached(comps.compressors[setting.compressor])
+        comp = compressor.compress([h.text for h in ranked], question.question, setting.target_ratio)
+        context, n_passages = lay_out(ranked, comp, setting.layout)
+        cited = setting.output == "cited-json"
+        prompt = self.layout.render(context, question.question, CITED_INSTRUCTION if cited else "")
+        t3 = time.perf_counter()
+        probe = comps.generator.probe(prompt, cited_schema(n_passages)) if cited else comps.generator.probe(prompt)
+        if probe.ttft_s is None:
+            raise RuntimeError("the engine reported no time to first token (run vLLM with disable_log_stats=False)")
+        parts |= dict(
+            retrieve_s=t1 - t0,
+            rerank_s=t2 - t1,
+            compress_s=t3 - t2,
+            ttft_s=probe.ttft_s,
+            prefill_s=probe.prefill_s,
+            decode_s=probe.decode_s,
+            prompt_tokens=probe.prompt_tokens,
+            cached_tokens=probe.cached_tokens,
+            offline_s=comp.offline_seconds,
+            e2e_live_s=(t3 - start) + probe.ttft_s,
+        )
+        return parts
+
+
+@dataclass
+class LatencyPhase:
+    """Measures the latency of every setting of a run on its probe questions (see the module docstring)."""
+
+    request: LiveRequest
+    settings: list[Setting]
+    hashes: list[str]
+    """`settings`' hashes, in the same order."""
+    run_id: str
+    repeats: int
+    seed: int
+    measured_on: str | None = None
+    session_id: str = ""
+    tick: Tick = lambda stage, done, total: None
+
+    def __post_init__(self) -> None:
+        self.session_id = self.session_id or uuid.uuid4().hex[:12]
+
+    @property
+    def baselines(self) -> list[int]:
+        """Indices of the settings without compression: each is measured twice per block (the A/A twin)."""
+        return [i for i, s in enumerate(self.settings) if s.compressor == "none"]
+
+    def warm_up(self, question: Question) -> None:
+        """One discarded request per setting, so loading a model, a lazy index or the allocator's first growth
+        is billed to no slot.
+        """
+        for setting in self.settings:
+            try:
+                self.request.measure(setting, question, cache_hit=False)
+            except Exception:  # the slot that fails for real is stored as failed below
+                pass
+
+    def block(self, question: Question, hits: set[tuple[str, str]]) -> list[LatencySlotRow]:
+        """Every repeat of one probe question's block, as slot rows."""
+        rows: list[LatencySlotRow] = []
+        for repeat in range(self.repeats):
+            order = block_order(len(self.settings), self.baselines, question.id, repeat, self.seed)
+            for position, (i, twin) in enumerate(order):
+                setting, setting_hash = self.settings[i], self.hashes[i]
+                at = dt.datetime.now(dt.UTC)
+                try:
+                    parts = self.request.measure(setting, question, (setting_hash, question.id) in hits)
+                    status, error = "ok", None
+                except Exception as exc:  # one failed request is a failed slot, never a gap
+                    parts, status, error = {}, "failed", f"{type(exc).__name__}: {exc}"[:2000]
+                rows.append(
+                    LatencySlotRow(
+                        run_id=self.run_id,
+                        session_id=self.session_id,
+                        setting_hash=setting_hash,
+                        setting_name=setting.name,
+                        question_id=question.id,
+                        repeat=repeat,
+                        position=position,
+                        twin=twin,
+                        measured_at=at,
+                        status=status,
+                        error=error,
+                        hardware_sha256=self.measured_on,
+                        **parts,
+                    )
+                )
+        return rows
+
+    def run(
+        self,
+        questions: Sequence[Question],
+        hits: set[tuple[str, str]],
+        write: Callable[[list[LatencySlotRow]], None],
+        done: set[str] = frozenset(),  # type: ignore[assignment]
+    ) -> int:
+        """Measure every question not in `done`, writing each question's block as it is finished; returns the
+        questions measured now.
+        """
+        todo = [q for q in questions if q.id not in done]
+        if todo:
+            self.warm_up(todo[0])
+        for i, question in enumerate(questions, start=1):
+            if question.id in done:
+                continue
+            write(self.block(question, hits))
+            self.tick(f"latency ({len(self.settings)} settings x {self.repeats})", i, len(questions))
+        return len(todo)
+
+
+@dataclass
+class NoiseFloor:
+    """The run's A/A figure: each baseline's first twin over its second, per probe question, pooled."""
+
+    ratio: float
+    ci_low: float
+    ci_high: float
+    n: int
+
+
+def noise_floor(store: Any, run_id: str, baseline_hashes: Sequence[str], confidence: float = 0.95) -> NoiseFloor | None:
+    """The A/A ratio of a run (geometric mean over probe questions and baselines) with its bootstrap interval;
+    None when no baseline was measured twice.
+    """
+    from eval.gate.statistics import geometric_ci
+
+    ratios = [r for h in baseline_hashes for r in store.slot_pairs(run_id, h, 0, run_id, h, 1).values()]
+    if len(ratios) < 2:
+        return None
+    ratio, low, high = geometric_ci(ratios, confidence)
+    return NoiseFloor(ratio, low, high, len(ratios))
+
+
+def measure_run(
+    store: Any,
+    phase: LatencyPhase,
+    questions: Sequence[Question],
+    owner: tuple[int, str] | None = None,
+) -> tuple[int, NoiseFloor | None]:
+    """The latency phase of one run in this process: the blocks not yet stored, then each probe question's
+    latency summarised into its sample rows and the run's A/A noise floor. Returns (questions measured now,
+    the noise floor).
+    """
+    done = store.measured_questions(phase.run_id, phase.hashes, phase.repeats)
+    hits = store.cache_hit_pairs(phase.run_id)
+    measured = phase.run(questions, hits, lambda rows: store.add_slots(rows, owner), done)
+    store.summarise_latency(phase.run_id, owner)
+    return measured, noise_floor(store, phase.run_id, [phase.hashes[i] for i in phase.baselines])

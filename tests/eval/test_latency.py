@@ -1,0 +1,196 @@
+"""The latency phase: every setting of a run timed back to back per probe question, in seeded blocks, the
+whole request live in its slot, with an A/A twin per baseline; pairs never span two runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from eval.engine.generator import Probe
+from eval.gate.decision import Labels, decide
+from eval.gate.policy import GatePolicy, GateRequest, LatencyRule, MetricRule
+from eval.gate.run import run_gate
+from eval.run.latency import LatencyPhase, LiveRequest, block_order, measure_run, probe_questions
+from eval.run.runner import SettingRunner
+from eval.run.sweep import load_questions, run_sweep
+from eval.settings import CompressionSpec, GridConfig
+from eval.store import DuckDBStore
+from tests.fakes import ExtractingGenerator, HalvingCompressor
+from tests.helpers import SweepSetup
+
+
+class DriftingGenerator(ExtractingGenerator):
+    """A fake engine whose prefill gets `factor` times slower after its first `switch_after` probes: a
+    neighbour that starts a CPU-bound job half-way through the run."""
+
+    def __init__(self, switch_after: int, factor: float = 3.0) -> None:
+        super().__init__()
+        self.switch_after, self.factor = switch_after, factor
+
+    def probe(self, prompt: str, json_schema: dict[str, Any] | None = None) -> Probe:
+        p = super().probe(prompt, json_schema)
+        slow = self.factor if len(self.probes) > self.switch_after else 1.0
+        # 10 ms a word: the live retrieval's real milliseconds are noise beside it.
+        return p.model_copy(update={"ttft_s": 0.01 * p.prompt_tokens * slow})
+
+
+def _twin_layouts(setup: SweepSetup, probes: int = 4) -> Any:
+    """The grid of two settings with the same prefill: no compression at top-3, ranked and edges."""
+    config, _ = setup
+    grid = GridConfig(compressions=[CompressionSpec()], top_ks=[3], layouts=["ranked", "edges"])
+    return config.model_copy(update={"grid": grid, "probe_questions": probes})
+
+
+def test_a_speed_change_half_way_moves_no_ratio(setup: SweepSetup) -> None:
+    """Two settings with identical prefill read 1.0 apart although the engine got 3x slower half-way through
+    the probes. Probed setting by setting (the design before the latency phase), the second setting took
+    every slow probe and the ratio read about 3x."""
+    config = _twin_layouts(setup)
+    _, components = setup
+    n = config.probe_questions
+    counting = ExtractingGenerator()  # a dry run counts the probes the run makes: the switch comes half-way
+    run_sweep(config.model_copy(update={"store_path": config.store_path.with_name("dry.duckdb")}), components(counting))
+    engine = DriftingGenerator(switch_after=len(counting.probes) // 2)
+    result = run_sweep(config, components(engine))
+    policy = GatePolicy(metrics=[], min_questions=2, latency=LatencyRule(min_probes=n))
+    names = [r["setting_name"] for r in sorted(result.leaderboard, key=lambda r: r["layout"])]
+    request = GateRequest(store_path=config.store_path, baseline=names[0], candidate=names[1], run=result.run_id)
+    decision = run_gate(request, policy)
+    assert decision.latency is not None
+    assert decision.latency.speedup == pytest.approx(1.0, abs=0.1)
+    with duckdb.connect(str(config.store_path), read_only=True) as con:
+        aa = con.execute("SELECT aa_ratio, aa_ci_low, aa_ci_high FROM runs").fetchone()
+    assert aa is not None and aa[0] == pytest.approx(1.0, abs=0.1) and aa[1] <= 1.0 <= aa[2]
+
+
+def test_every_setting_is_timed_in_every_block_and_each_slot_is_the_whole_request(setup: SweepSetup) -> None:
+    config, components = setup
+    config = config.model_copy(update={"probe_questions": 3, "probe_repeats": 2})
+    result = run_sweep(config, components())
+    store = DuckDBStore(config.store_path)
+    slots = store.slots(result.run_id)
+    settings = config.grid.expand()
+    baselines = [s for s in settings if s.compressor == "none"]
+    assert len(slots) == 3 * 2 * (len(settings) + len(baselines))
+    assert {r["status"] for r in slots} == {"ok"} and len({r["session_id"] for r in slots}) == 1
+    for r in slots:  # retrieve + rerank + compress + TTFT, all measured in the slot: nothing stored added
+        parts = r["retrieve_s"] + r["rerank_s"] + r["compress_s"] + r["ttft_s"]
+        assert r["e2e_live_s"] == pytest.approx(parts, abs=2e-3) and r["e2e_live_s"] >= parts
+    orders = {(r["question_id"], r["repeat"]): [] for r in slots}
+    for r in sorted(slots, key=lambda r: r["position"]):
+        orders[r["question_id"], r["repeat"]].append((r["setting_hash"], r["twin"]))
+    assert len({tuple(o) for o in orders.values()}) > 1  # a seeded random order, not the grid's order each time
+    twins = [r for r in slots if r["twin"] == 1]
+    assert {r["setting_hash"] for r in twins} == {config.setting_hash(s) for s in baselines}
+    # Each probe question's sample row holds the median over its blocks; other questions hold no latency.
+    rows = store.query(
+        "SELECT s.question_id, s.setting_hash, s.e2e_cold_s, s.latency_n, s.latency_session, "
+        "(SELECT median(e2e_live_s) FROM latency_slots l WHERE l.run_id = s.run_id AND l.twin = 0 "
+        " AND l.setting_hash = s.setting_hash AND l.question_id = s.question_id) AS m FROM samples s"
+    )
+    probed = {q.id for q in probe_questions(load_questions(config), 3)}
+    for r in rows:
+        if r["question_id"] in probed:
+            assert r["e2e_cold_s"] == pytest.approx(r["m"]) and r["latency_n"] == 2
+            assert r["latency_session"] == slots[0]["session_id"]
+        else:
+            assert r["e2e_cold_s"] is None and r["latency_n"] is None
+
+
+def test_block_order_is_seeded_and_holds_every_setting_once_and_each_baseline_twice() -> None:
+    order = block_order(4, [0, 2], "q1", 0, seed=7)
+    assert sorted(order) == [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1), (3, 0)]
+    assert order == block_order(4, [0, 2], "q1", 0, seed=7)
+    assert {tuple(block_order(4, [0, 2], "q1", r, seed=7)) for r in range(6)} != {tuple(order)}
+
+
+def test_the_compressor_computes_from_nothing_in_its_slot(setup: SweepSetup) -> None:
+    """The agnostic cache is warm after the answers phase; a slot still compresses every passage now."""
+    config, components = setup
+    halving = HalvingCompressor(delay_s=0.002)
+    config = config.model_copy(update={"probe_questions": 2, "probe_repeats": 1})
+    run_sweep(config, components(halving=halving))
+    answers = len(set(halving.compressed))
+    # Each halving slot compressed its top-k passages again: 2 questions x (top-1 + top-3) + the warm-up.
+    assert len(halving.compressed) >= answers + 2 * (1 + 3)
+    store = DuckDBStore(config.store_path)
+    slow = store.query("SELECT min(compress_s) AS s FROM latency_slots WHERE setting_name LIKE 'halving%'")
+    assert slow[0]["s"] >= 0.002  # its delay, paid live
+
+
+def test_a_reused_setting_is_timed_again_tonight(setup: SweepSetup) -> None:
+    config, components = setup
+    config = config.model_copy(update={"probe_questions": 2, "probe_repeats": 1})
+    first = run_sweep(config, components())
+    second = run_sweep(config, components())
+    assert second.settings_reused == len(config.grid.expand()) and second.settings_computed == 0
+    store = DuckDBStore(config.store_path)
+    for run in (first.run_id, second.run_id):
+        (n,) = store.query("SELECT count(DISTINCT setting_hash) AS n FROM latency_slots WHERE run_id = ?", [run])
+        assert n["n"] == len(config.grid.expand())
+    rows = store.query(
+        "SELECT s.reused_from_run, s.latency_session, r.latency_session AS tonight FROM samples s "
+        "JOIN runs r USING (run_id) WHERE s.run_id = ? AND s.latency_n IS NOT NULL",
+        [second.run_id],
+    )
+    assert rows and all(r["reused_from_run"] == first.run_id for r in rows)
+    assert {r["latency_session"] for r in rows} == {rows[0]["tonight"]}  # tonight's session, not the first run's
+
+
+def test_the_phase_resumes_after_the_last_stored_block(setup: SweepSetup) -> None:
+    config, components = setup
+    config = config.model_copy(update={"probe_questions": 3, "probe_repeats": 1})
+    result = run_sweep(config, components())
+    store = DuckDBStore(config.store_path)
+    settings = config.grid.expand()
+    hashes = [config.setting_hash(s) for s in settings]
+    runner = SettingRunner(config, components(), result.run_id, load_questions(config), 4)
+    runner.warm()
+    probes = probe_questions(load_questions(config), 3)
+    store.query("DELETE FROM latency_slots WHERE question_id = ?", [probes[-1].id])  # as if killed in its block
+    phase = LatencyPhase(LiveRequest(runner.comps, runner.layout, runner.prefix, 4), settings, hashes,
+                         result.run_id, 1, 0)  # fmt: skip
+    measured, floor = measure_run(store, phase, probes)
+    assert measured == 1  # only the missing block
+    assert store.measured_questions(result.run_id, hashes, 1) == {q.id for q in probes}
+    assert floor is not None and floor.n == 3 * sum(s.compressor == "none" for s in settings)
+
+
+def _rows(values: dict[str, float]) -> dict[str, dict[str, Any]]:
+    return {q: {"status": "ok", "answerable": True, "e2e_cold_s": v} for q, v in values.items()}
+
+
+def test_the_gate_gives_no_latency_verdict_when_the_noise_floor_misses_one() -> None:
+    ids = [f"q{i}" for i in range(30)]
+    base, cand = _rows(dict.fromkeys(ids, 2.0)), _rows(dict.fromkeys(ids, 1.0))
+    policy = GatePolicy(metrics=[MetricRule(name="answer_contains", margin=0.1, advisory=True)])
+    labels = Labels(baseline="a", candidate="b", baseline_run="r", candidate_run="r")
+    speedups = dict.fromkeys(ids, 2.0)
+    steady = decide(base, cand, policy, labels, speedups, aa=(1.01, 0.98, 1.04, 30))
+    assert steady.decision == "pass" and steady.latency is not None and steady.latency.aa_ratio == 1.01
+    shaky = decide(base, cand, policy, labels, speedups, aa=(1.2, 1.1, 1.3, 30))
+    assert shaky.decision == "undecided" and shaky.latency is not None and shaky.latency.verdict == "undecided"
+    assert "A/A noise floor read 1.200x" in shaky.reasons[0]
+
+
+def test_the_gate_refuses_latency_pairs_from_two_runs(setup: SweepSetup, tmp_path: Path) -> None:
+    config, components = setup
+    config = config.model_copy(update={"probe_questions": 4, "probe_repeats": 1})
+    first = run_sweep(config, components())
+    second = run_sweep(config, components())
+    policy = GatePolicy(metrics=[], min_questions=2, latency=LatencyRule(min_probes=2))
+    names = sorted({r["setting_name"] for r in first.leaderboard if r["top_k"] == 3})
+    base, cand = [n for n in names if n.startswith("none")][0], [n for n in names if n.startswith("halving")][0]
+    within = run_gate(GateRequest(store_path=config.store_path, baseline=base, candidate=cand, run=second.run_id),
+                      policy)  # fmt: skip
+    assert within.latency is not None and within.latency.n == 4
+    across = GateRequest(
+        store_path=config.store_path, baseline=base, candidate=cand, baseline_run=first.run_id,
+        candidate_run=second.run_id,
+    )  # fmt: skip
+    decision = run_gate(across, policy)
+    assert decision.decision == "undecided" and decision.latency is None
+    assert any("timed in different runs" in n for n in decision.notes)
