@@ -30,6 +30,9 @@ questions drawn with replacement, looked at every `--batch` questions up to `--b
   1 - 1/replicates), and the pass rate measured at that n.
 Questions used: n at the first decision; a path still undecided at the budget counts the budget.
 
+Part 3, a metric that barely moves (`low_variance`): 95 % of paired differences equal; each bet's questions
+to decide and its false pass at the boundary (5 % of pairs losing everything). Not built from any sweep.
+
 No store (this checkout has none unless a sweep ran): `--stand-in` uses a stand-in population with the
 published character of the bundled 135M generator's outcomes (2,900 questions; token recall 0 for 45 %, 1
 for 40 %, uniform in between for 15 %; the candidate keeps the baseline's outcome for 45 % of questions and
@@ -328,6 +331,66 @@ def looking_again(
     }
 
 
+def low_variance(policy: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Part 3: a metric that barely moves. Population: 95 % of paired differences exactly 0, the rest uniform
+    in [-0.2, +0.2] (mean 0: the candidate is as good); at the boundary, the rest are losses of 1 so that the
+    mean difference is exactly -margin (0.05: 5 % of pairs lose everything, the hardest case for a bet that
+    has grown bold on steady pairs). Each bet's pass rate, false pass and questions to decide, checked at
+    every question (as the product does), up to `--budget`.
+    """
+    from eval.gate.policy import SequentialPlan
+    from eval.gate.sequential import first_decisions
+
+    margin = 0.05
+    alphas = alpha_split_for(policy)
+    n_paths, budget = min(args.replicates, 10_000), min(args.budget, 1000)
+    rng = np.random.default_rng(7)
+    steady = np.where(rng.random((n_paths, budget)) < 0.95, 0.0, rng.uniform(-0.2, 0.2, (n_paths, budget)))
+    lossy = np.where(rng.random((n_paths, budget)) < margin, -1.0, 0.0)  # mean exactly -margin
+    out: dict[str, Any] = {"margin": margin, "paths": n_paths, "budget": budget}
+    print(
+        f"\nlow variance: {n_paths} paths, margin {margin}, a look at every question up to {budget}: 95 % of pairs "
+        "equal, the rest within +-0.2 (as good); at the boundary 5 % of pairs lose 1 (mean -margin)"
+    )
+    print(f"  {'bet':<10} {'pass (as good)':>14} {'mean n':>8} {'p90 n':>7} {'all equal: n':>13} {'false pass':>11}")
+    for bet in ("adaptive", "steady", "mixture"):
+        plan = SequentialPlan(batch=1, budget=budget, bet=bet)
+        verdict, n = first_decisions(steady, margin, alphas, plan)
+        equal_verdict, equal_n = first_decisions(np.zeros((1, budget)), margin, alphas, plan)
+        boundary, _ = first_decisions(lossy, margin, alphas, plan)
+        false_pass = float(np.mean(boundary == "pass"))
+        row = {
+            "pass": float(np.mean(verdict == "pass")),
+            "mean_n": float(np.mean(n)),
+            "p90_n": float(np.quantile(n, 0.9)),
+            "all_equal_n": int(equal_n[0]) if equal_verdict[0] == "pass" else None,
+            "false_pass": false_pass,
+            "false_pass_upper95": wilson_high(false_pass, n_paths),
+        }
+        out[bet] = row
+        print(
+            f"  {bet:<10} {row['pass']:14.3f} {row['mean_n']:8.1f} {row['p90_n']:7.0f} "
+            f"{str(row['all_equal_n']):>13} {false_pass:11.4f}"
+        )
+    out["steady_decides_within_120_met"] = out["steady"]["p90_n"] <= 120 and out["steady"]["pass"] >= 0.9
+    out["steady_false_pass_met"] = out["steady"]["false_pass_upper95"] <= 0.05
+    out["adaptive_over_steady_mean_n_ratio"] = out["adaptive"]["mean_n"] / out["steady"]["mean_n"]
+    print(
+        f"  goal: steady decides PASS within 120 questions (p90 {out['steady']['p90_n']:.0f}): "
+        f"{'met' if out['steady_decides_within_120_met'] else 'MISSED'}; false pass <= 0.05 at the boundary: "
+        f"{'met' if out['steady_false_pass_met'] else 'MISSED'}"
+    )
+    return out
+
+
+def alpha_split_for(policy: Any) -> Any:
+    """The first deciding metric's error budget under `policy` (as the product splits it)."""
+    from eval.gate.sequential import alpha_split
+
+    name = next(m.name for m in policy.metrics if not m.advisory)
+    return alpha_split(policy)[name]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", type=Path, default=Path("runs/generated/results.duckdb"))
@@ -347,8 +410,8 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=3000, help="part 2: most questions a path may use")
     parser.add_argument(
         "--bet",
-        choices=["adaptive", "mixture"],
-        default="adaptive",
+        choices=["adaptive", "mixture", "steady"],
+        default="steady",
         help="the sequential rule's bet (SequentialPlan.bet)",
     )
     args = parser.parse_args()
@@ -393,6 +456,7 @@ def main() -> None:
     if not args.skip_fixed_scan:
         report |= fixed_scan(base, cand, fixed_policy, metric, args)
     report["sequential"] = looking_again(base, cand, policy, metric, args)
+    report["low_variance"] = low_variance(policy, args)
     print(json.dumps(report))
 
 

@@ -40,6 +40,7 @@ from flows.terminal import (
     err,
     fail,
     log_path,
+    noise_floor_line,
     out,
     print_leaderboard,
     progress,
@@ -244,6 +245,7 @@ def sweep(
             highlight=False,
         )
     print_leaderboard(result.leaderboard, f"run {result.run_id}")
+    out.print(noise_floor_line(result.noise_floor), highlight=False, soft_wrap=True)
     err.print(f"engine log: {log}", highlight=False)
     show_path(config.store_path)
 
@@ -312,6 +314,7 @@ def demo(
         )
     err.print(f"  engine log: {log}", highlight=False)
     print_leaderboard(sweep.leaderboard, f"demo run {sweep.run_id}")
+    out.print(noise_floor_line(sweep.noise_floor), highlight=False, soft_wrap=True)
     out.print(
         "release gate, each compressed setting against the same setting without compression "
         "(policies/demo-gate.yaml: the release policy relaxed for 50 questions, see its header):"

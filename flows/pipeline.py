@@ -234,7 +234,10 @@ top-k 8 it alone takes 7 minutes on a 2-core CPU; `cribsheet demo --full` runs i
 DEMO_QUESTIONS = 50
 """The demo's questions by default (the first of the 85; `--full` takes all)."""
 DEMO_PROBES = 20
-"""Latency probes per setting in the demo (`--full`: the sweep's default); `DEMO_POLICY` asks for as many."""
+"""Latency probe questions in the demo (`--full`: the sweep's default); `DEMO_POLICY` asks for as many."""
+DEMO_REPEATS = 2
+"""Blocks per probe question in the demo's latency phase (`--full`: the sweep's default): each block times
+every setting once, the baselines twice, with LLMLingua compressing from nothing in its slot."""
 DEMO_POLICY = Path("policies/demo-gate.yaml")
 """The demo's gate policy: the release policy relaxed for a small question set, saying what it relaxes."""
 DEMO_HEADLINE = ("none-k8-hybrid-dense", "pruned-4x-k8-hybrid-dense")
@@ -270,6 +273,7 @@ def demo_flow(workdir: Path, datasets_dir: Path, limit: int | None = None, full:
         limit=limit if limit is not None or full else DEMO_QUESTIONS,
         grid=demo_grid(full),
         probe_questions=SweepConfig.model_fields["probe_questions"].default if full else DEMO_PROBES,
+        probe_repeats=SweepConfig.model_fields["probe_repeats"].default if full else DEMO_REPEATS,
     )
     result = sweep_task(config)
     publish_leaderboard(result)

@@ -144,8 +144,18 @@ def print_leaderboard(rows: list[dict[str, Any]], title: str) -> None:
     for _, header, _ in LEADERBOARD_COLUMNS:
         table.add_column(header, justify="left" if header == "setting" else "right")
     for row in rows:
-        table.add_row(*["NULL" if row[key] is None else fmt.format(row[key]) for key, _, fmt in LEADERBOARD_COLUMNS])
+        table.add_row(*["–" if row[key] is None else fmt.format(row[key]) for key, _, fmt in LEADERBOARD_COLUMNS])
     out.print(table)
+
+
+def noise_floor_line(floor: Any) -> str:
+    """The run's A/A figure in one line (two identical requests of each baseline, timed in the same blocks)."""
+    if floor is None:
+        return "latency noise floor (A/A): not measured (no probe questions, or no uncompressed setting)"
+    return (
+        f"latency noise floor (A/A): {floor.ratio:.3f}x [{floor.ci_low:.3f}, {floor.ci_high:.3f}] over {floor.n} "
+        "paired probes: two identical requests, timed in the same blocks (1.000x: a steady machine)"
+    )
 
 
 def print_decision(d: Any) -> None:

@@ -57,10 +57,13 @@ class SequentialPlan(BaseModel):
     grid: int = Field(default=2000, ge=10)
     """Grid intervals over the difference's range for the reported bounds (the boundary is always on it, so
     the verdict is exact; the bounds are rounded outwards to the grid)."""
-    bet: Literal["adaptive", "mixture"] = "adaptive"
-    """How the gamblers bet: `adaptive`, the approximate GRAPA bet from the values so far (decides small
-    samples sooner); `mixture`, an equal-weight mixture of constant bets (more power and fewer questions on
-    average when the budget runs to thousands; slower on a few dozen). Measured in docs/sequential.md."""
+    bet: Literal["adaptive", "mixture", "steady"] = "steady"
+    """How the gamblers bet: `adaptive`, the approximate GRAPA bet from the values so far under a fixed
+    truncation (decides small samples sooner); `steady` (the default), the same bet under a truncation that
+    rises from `truncation` towards 0.95 as the values' running spread falls, so a metric whose paired
+    differences are small and steady decides in tens of questions; `mixture`, an equal-weight mixture of
+    constant bets (more power on average when the budget runs to thousands; slower on a few dozen).
+    Measured in docs/sequential.md."""
 
 
 class ShippedSetting(BaseModel):

@@ -258,4 +258,6 @@ def verdict_line(d: GateDecision) -> str:
     why = (deciding or d.reasons or ["every gated metric passed"])[0]
     if d.decision == "pass" and d.latency is not None:
         why += f"; {d.latency.speedup:.2f}x as fast end to end"
+    if d.latency is not None and d.latency.aa_ratio is not None:
+        why += f"; A/A {d.latency.aa_ratio:.3f}x"
     return f"{d.candidate} vs {d.baseline}: {d.decision.upper()} ({why})"

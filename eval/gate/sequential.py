@@ -118,19 +118,41 @@ def alpha_split(policy: GatePolicy) -> dict[str, SideAlphas]:
     return advisory | split
 
 
-def bet_sizes(x: np.ndarray, boundary: float) -> np.ndarray:
-    """Predictable bet magnitudes along the last axis: the approximate GRAPA bet at `boundary` from the values
-    before each one (the paper's regularised running mean and variance).
-    """
+def _running(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The paper's regularised running mean and variance before each value (predictable: x_1..x_{i-1})."""
     t = np.arange(1, x.shape[-1] + 1)
     mean = (PRIOR_MEAN + np.cumsum(x, axis=-1)) / (t + 1)
     var = (PRIOR_VARIANCE + np.cumsum((x - mean) ** 2, axis=-1)) / (t + 1)
     first = np.ones(x.shape[:-1] + (1,))
     mean_before = np.concatenate([first * PRIOR_MEAN, mean[..., :-1]], axis=-1)
     var_before = np.concatenate([first * PRIOR_VARIANCE, var[..., :-1]], axis=-1)
+    return mean_before, var_before
+
+
+def bet_sizes(x: np.ndarray, boundary: float) -> np.ndarray:
+    """Predictable bet magnitudes along the last axis: the approximate GRAPA bet at `boundary` from the values
+    before each one (the paper's regularised running mean and variance).
+    """
+    mean_before, var_before = _running(x)
     gap = mean_before - boundary
     bets: np.ndarray = np.abs(gap) / (var_before + gap * gap)
     return bets
+
+
+STEADY_CAP = 0.95
+"""The `steady` bet's largest truncation: a bet never stakes more than 95 % of what one value could lose."""
+
+
+def steady_truncation(x: np.ndarray, truncation: float) -> np.ndarray:
+    """Predictable per-step truncation of the `steady` bet: the plan's `truncation` while the values spread
+    (running SD >= (1 - truncation) / 2, e.g. 0.25 at c = 1/2), rising towards `STEADY_CAP` as the running SD
+    falls to 0. A bet capped at c_i / m with c_i < 1 and chosen from earlier values only keeps every capital a
+    nonnegative (super)martingale, so the error rates hold as for a constant c; it is what lets a metric whose
+    paired differences are small and steady decide in tens of questions (docs/sequential.md).
+    """
+    _, var_before = _running(x)
+    caps: np.ndarray = np.clip(1 - 2 * np.sqrt(var_before), truncation, STEADY_CAP)
+    return caps
 
 
 MIXTURE = 14
@@ -138,11 +160,11 @@ MIXTURE = 14
 
 
 def log_wealth(
-    x: np.ndarray, m: np.ndarray | float, bets: np.ndarray | None, truncation: float
+    x: np.ndarray, m: np.ndarray | float, bets: np.ndarray | None, truncation: float | np.ndarray
 ) -> tuple[np.ndarray, ...]:
     """Running maxima of the log capital of the up and down bets against mean `m` (x: (..., n) in [0, 1]; m
     broadcasts against x, e.g. a grid of shape (g, 1) against one path). `bets`: the adaptive bets of
-    `bet_sizes`; None: the `mixture` of constant bets.
+    `bet_sizes`; None: the `mixture` of constant bets. `truncation`: c, or one predictable c_i per step.
     """
     m = np.asarray(m, dtype=float)
     with np.errstate(divide="ignore"):  # m = 0 or 1: that side needs no cap
@@ -162,9 +184,14 @@ def log_wealth(
     return np.maximum.accumulate(up, axis=-1), np.maximum.accumulate(down, axis=-1)
 
 
-def plan_bets(x: np.ndarray, boundary: float, plan: SequentialPlan) -> np.ndarray | None:
-    """The bets `log_wealth` takes under `plan`: adaptive bets, or None for the mixture."""
-    return bet_sizes(x, boundary) if plan.bet == "adaptive" else None
+def plan_bets(x: np.ndarray, boundary: float, plan: SequentialPlan) -> tuple[np.ndarray | None, float | np.ndarray]:
+    """The bets and truncation `log_wealth` takes under `plan`: adaptive bets (under the plan's truncation,
+    or, `steady`, under the variance-adaptive one), or None for the mixture.
+    """
+    if plan.bet == "mixture":
+        return None, plan.truncation
+    truncation = steady_truncation(x, plan.truncation) if plan.bet == "steady" else plan.truncation
+    return bet_sizes(x, boundary), truncation
 
 
 def look_times(n: int, plan: SequentialPlan) -> list[int]:
@@ -189,7 +216,7 @@ def first_decisions(
     if len(times) == 0:
         return np.full(x.shape[0], "continue"), np.zeros(x.shape[0], dtype=int)
     x = x[:, : times[-1]]
-    up, down = log_wealth(x, boundary, plan_bets(x, boundary, plan), plan.truncation)
+    up, down = log_wealth(x, boundary, *plan_bets(x, boundary, plan))
     passed = up[:, times - 1] >= np.log(1 / alphas.pass_alpha)
     failed = down[:, times - 1] >= np.log(1 / alphas.fail_alpha)
     decided = passed | failed
@@ -209,13 +236,13 @@ def _unit_bounds(
     """
     x = x[: times[-1]]
     grid = np.union1d(np.linspace(0.0, 1.0, plan.grid + 1), [boundary])
-    bets = plan_bets(x, boundary, plan)
+    bets, truncation = plan_bets(x, boundary, plan)
     cols = np.array(times) - 1
     up_hit = np.zeros((len(grid), len(times)), dtype=bool)
     down_hit = np.zeros_like(up_hit)
     for start in range(0, len(grid), 256):  # bounded memory: 256 grid rows at a time
         block = grid[start : start + 256, None]
-        up, down = log_wealth(x, block, bets, plan.truncation)
+        up, down = log_wealth(x, block, bets, truncation)
         up_hit[start : start + 256] = up[:, cols] >= np.log(1 / alphas.pass_alpha)
         down_hit[start : start + 256] = down[:, cols] >= np.log(1 / alphas.fail_alpha)
     # Each capital is monotone in m, so the rejected values are a prefix (up) and a suffix (down) of the grid.
@@ -230,9 +257,11 @@ def _unit_looks(
     alphas: SideAlphas,
     plan: SequentialPlan,
     look: Callable[[int, float, float, str], SequentialLook],
+    min_n: int = 1,
 ) -> list[SequentialLook]:
     """Looks of a path in [0, 1] (better is higher) up to the first decision; `look` turns (n, lower, upper,
-    verdict) in unit space into a look in the metric's units.
+    verdict) in unit space into a look in the metric's units. No pass before `min_n` (the policy's minimum:
+    the running bounds only tighten, so a pass held back is still a pass there).
     """
     times = look_times(len(x), plan)
     if not times:
@@ -240,7 +269,7 @@ def _unit_looks(
     lowers, uppers = _unit_bounds(x, boundary, alphas, plan, times)
     looks = []
     for n, lower, upper in zip(times, lowers.tolist(), uppers.tolist(), strict=True):
-        passed, failed = lower >= boundary, upper <= boundary
+        passed, failed = lower >= boundary and n >= min_n, upper <= boundary
         if passed or failed:  # both: the sequence is empty, a sign of an error event; never a pass
             looks.append(look(n, lower, upper, "pass" if not failed else ("fail" if not passed else "undecided")))
             break
@@ -282,9 +311,10 @@ def metric_looks(
     plan: SequentialPlan,
     metric: str = "metric",
     higher_is_better: bool = True,
+    min_n: int = 1,
 ) -> list[SequentialLook]:
     """Non-inferiority looks of a [0, 1] metric on paired values in the order the questions were drawn; the
-    list ends at the first decision, at the budget, or at the last full batch in hand.
+    list ends at the first decision, at the budget, or at the last full batch in hand (no pass before `min_n`).
     """
     x, boundary = _metric_unit(base, cand, margin, metric, higher_is_better)
     cumulative = np.cumsum(np.asarray(cand, dtype=float) - np.asarray(base, dtype=float))
@@ -297,7 +327,7 @@ def metric_looks(
             metric=metric, n=n, estimate=estimate, lower=lower, upper=upper, threshold=threshold, verdict=verdict
         )
 
-    return _unit_looks(x, boundary, alphas, plan, look)
+    return _unit_looks(x, boundary, alphas, plan, look, min_n)
 
 
 def confidence_sequence(
@@ -327,9 +357,12 @@ def latency_looks(
     alphas: SideAlphas,
     plan: SequentialPlan,
     metric: str = "e2e_cold_s",
+    min_n: int = 1,
 ) -> list[SequentialLook]:
-    """Speed-up looks (baseline / candidate latency, per question, positive seconds): pass once the speed-up's
-    lower bound reaches `floor`, fail once its upper bound is at or below it.
+    """Speed-up looks (baseline / candidate latency, per question, positive seconds; or per-question paired
+    ratios against ones): pass once the speed-up's lower bound reaches `floor` (not before `min_n` questions,
+    and never with a clipped pair: the stated error rates would not hold), fail once its upper bound is at or
+    below it.
     """
     base, cand = _checked(base, cand, metric)
     if np.any(base <= 0) or np.any(cand <= 0):
@@ -349,6 +382,7 @@ def latency_looks(
         return float(np.exp(2 * span * unit - span))
 
     def look(n: int, low: float, high: float, verdict: str) -> SequentialLook:
+        clipped = int(beyond[n - 1])
         return SequentialLook(
             metric=metric,
             n=n,
@@ -356,12 +390,12 @@ def latency_looks(
             lower=speedup(low),
             upper=speedup(high),
             threshold=floor,
-            verdict=verdict,
-            clipped=int(beyond[n - 1]),
+            verdict="undecided" if verdict == "pass" and clipped else verdict,
+            clipped=clipped,
         )
 
     boundary = (float(np.log(floor)) + span) / (2 * span)
-    return _unit_looks((ratio + span) / (2 * span), boundary, alphas, plan, look)
+    return _unit_looks((ratio + span) / (2 * span), boundary, alphas, plan, look, min_n)
 
 
 def gate_looks(
@@ -378,16 +412,16 @@ def gate_looks(
                 continue
             raise CribsheetError(f"{rule.name}: no paired values given for a deciding metric of the policy")
         base, cand = pairs[rule.name]
-        looks[rule.name] = metric_looks(
-            base, cand, rule.margin, alphas[rule.name], plan, rule.name, DIRECTIONS.get(rule.name, True)
-        )
+        higher = DIRECTIONS.get(rule.name, True)
+        min_n = policy.min_questions
+        looks[rule.name] = metric_looks(base, cand, rule.margin, alphas[rule.name], plan, rule.name, higher, min_n)
     if policy.latency:
         lat = policy.latency
         if lat.metric not in pairs:
             raise CribsheetError(f"{lat.metric}: no paired latencies given; the policy gates on them")
         base, cand = pairs[lat.metric]
         floor = lat.min_speedup * (1 - lat.tolerance)  # the fixed-n gate's floor
-        looks[lat.metric] = latency_looks(base, cand, floor, alphas[lat.metric], plan, lat.metric)
+        looks[lat.metric] = latency_looks(base, cand, floor, alphas[lat.metric], plan, lat.metric, lat.min_probes)
     return looks
 
 

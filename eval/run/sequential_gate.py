@@ -223,16 +223,25 @@ class _Sequence:
                 run_id = run_sweep(batch_config, components, progress).run_id
             runs.append(run_id)
             drawn = [q.id for q in self.drawn[: look * plan.batch]]
-            base, cand, ids = _samples(store, runs, drawn, b.name, c.name)
-            looks = _latest_looks(base, cand, ids, self.policy, plan)
+            base, cand, ids, failed = _samples(store, runs, drawn, b.name, c.name)
+            speedups = _speedups(store, runs, config.setting_hash(b), config.setting_hash(c))
+            looks = _latest_looks(base, cand, ids, self.policy, plan, speedups)
             decision = sequential_decision(looks, self.policy)
+            if failed:  # as the fixed-n gate: a failed question decides nothing, and is never silently dropped
+                decision = "undecided"
             if decision == "continue" and look == last:
                 decision = "undecided"
-            store.add_look(_look_rows(self.sequence_id, look, run_id, looks, decision))
+            latency = self.policy.latency.metric if self.policy.latency else None
+            store.add_look(_look_rows(self.sequence_id, look, run_id, looks, decision, len(failed), latency))
             tick(f"sequential gate: look {look}, {len(ids)} questions: {decision}", 1, 1)
             if decision != "continue":
                 break
-        return _finish(self, decision, runs, base, cand, ids)
+        extra = (
+            [f"{len(failed)} question(s) failed in a setting (e.g. {failed[:3]}); rerun before gating"]
+            if failed
+            else []
+        )
+        return _finish(self, decision, runs, base, cand, ids, extra)
 
 
 def _sequence_id(
@@ -277,26 +286,49 @@ def _batch_file(folder: Path, look: int, batch: Sequence[Question]) -> Path:
 
 def _samples(
     store: DuckDBStore, runs: Sequence[str], drawn: Sequence[str], baseline: str, candidate: str
-) -> tuple[dict[str, Record], dict[str, Record], list[str]]:
-    """Both settings' samples over every batch run so far, and the question ids in draw order (`drawn`);
-    a question failed in either setting is left out (it decides nothing).
+) -> tuple[dict[str, Record], dict[str, Record], list[str], list[str]]:
+    """Both settings' samples over every batch run so far, the question ids in draw order (`drawn`) that
+    both answered, and those that failed in either setting (the gate then stops undecided, as fixed-n does).
     """
     rb: dict[str, Record] = {}
     rc: dict[str, Record] = {}
     for run_id in runs:
         rb |= store.samples(store.resolve_setting(baseline, run_id))
         rc |= store.samples(store.resolve_setting(candidate, run_id))
-    ids = [q for q in drawn if q in rb and q in rc and rb[q]["status"] == "ok" and rc[q]["status"] == "ok"]
-    return {q: rb[q] for q in ids}, {q: rc[q] for q in ids}, ids
+    held = [q for q in drawn if q in rb and q in rc]
+    failed = [q for q in held if rb[q]["status"] != "ok" or rc[q]["status"] != "ok"]
+    ids = [q for q in held if q not in set(failed)]
+    return {q: rb[q] for q in ids}, {q: rc[q] for q in ids}, ids, failed
+
+
+def _speedups(store: DuckDBStore, runs: Sequence[str], baseline_hash: str, candidate_hash: str) -> dict[str, float]:
+    """Per-question paired speed-ups baseline / candidate from each batch run's latency phase: the fixed-n
+    gate's pairs (the same blocks of one run), so both gates read one estimand.
+    """
+    out: dict[str, float] = {}
+    for run_id in runs:
+        out |= store.slot_pairs(run_id, baseline_hash, 0, run_id, candidate_hash, 0)
+    return out
 
 
 def _latest_looks(
-    base: dict[str, Record], cand: dict[str, Record], ids: list[str], policy: GatePolicy, plan: SequentialPlan
+    base: dict[str, Record],
+    cand: dict[str, Record],
+    ids: list[str],
+    policy: GatePolicy,
+    plan: SequentialPlan,
+    speedups: dict[str, float] | None = None,
 ) -> dict[str, list[SequentialLook]]:
     """Each metric's looks over every question so far, checked at every n (anytime-valid: checking more
-    often costs no error rate), up to its first decision.
+    often costs no error rate), up to its first decision. Latency reads `speedups` (per-question paired
+    ratios, in draw order) where the batch runs have them, else the rows' latency columns (older stores).
     """
+    import numpy as np
+
     pairs = {k: v for k, v in paired_arrays(base, cand, ids, policy).items() if len(v[0])}
+    if policy.latency and speedups:
+        ratios = np.array([speedups[q] for q in ids if q in speedups], dtype=float)
+        pairs[policy.latency.metric] = (ratios, np.ones_like(ratios))
     every = plan.model_copy(update={"batch": 1, "budget": 10**9})
     latency = policy.latency.metric if policy.latency else None
     looks = gate_looks(
@@ -306,7 +338,13 @@ def _latest_looks(
 
 
 def _look_rows(
-    sequence_id: str, look: int, run_id: str, looks: dict[str, list[SequentialLook]], decision: str
+    sequence_id: str,
+    look: int,
+    run_id: str,
+    looks: dict[str, list[SequentialLook]],
+    decision: str,
+    n_failed: int = 0,
+    latency: str | None = None,
 ) -> list[GateLookRow]:
     now = datetime.now(UTC)
     rows = []
@@ -329,6 +367,8 @@ def _look_rows(
                 run_id=run_id,
                 created_at=now,
                 threshold=last.threshold,
+                clipped=last.clipped if metric == latency else None,
+                n_failed=n_failed,
             )
         )
     return rows
@@ -341,8 +381,9 @@ def _finish(
     base: dict[str, Record],
     cand: dict[str, Record],
     ids: list[str],
+    extra: Sequence[str] = (),
 ) -> SequentialOutcome:
-    """The decision row, the report, and the outcome."""
+    """The decision row, the report, and the outcome (`extra`: reasons that come first, e.g. failed questions)."""
     store, request, policy, sequence_id, b, c = gate.store, gate.request, gate.policy, gate.sequence_id, gate.b, gate.c
     looks = store.looks(sequence_id)
     final = [r for r in looks if r.look == len(runs)]
@@ -350,9 +391,11 @@ def _finish(
         {policy.latency.metric} if policy.latency else set()
     )
     # The deciding metrics first (the one-line verdict names the first), then the advisory ones, marked.
-    reasons = [
+    reasons = [*extra] + [
         f"{r.metric}{'' if r.metric in deciding else ' (advisory)'}: {r.verdict} at n={r.n} "
-        f"(estimate {r.estimate:+.3f}, bounds [{r.lower:+.3f}, {r.upper:+.3f}])"
+        f"(estimate {r.estimate:+.3f}, bounds [{r.lower:+.3f}, {r.upper:+.3f}]"
+        + (f"; {r.clipped} pair(s) beyond the latency bound, clipped: no pass" if r.clipped else "")
+        + ")"
         for r in sorted(final, key=lambda r: (r.metric not in deciding, r.verdict != decision, r.metric))
         if r.estimate is not None and r.lower is not None and r.upper is not None
     ]

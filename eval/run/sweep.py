@@ -47,6 +47,8 @@ class SweepResult:
     settings_reused: int = 0
     """Settings copied from an earlier run with the same reuse key: not recomputed."""
     settings_computed: int = 0
+    noise_floor: NoiseFloor | None = None
+    """The latency phase's A/A figure (None: no phase, or no baseline in the grid)."""
 
 
 class SettingFailed(CribsheetError):
@@ -321,4 +323,5 @@ class _Sweep:
             settings_kept=len(settings) - len(todo) - reused,
             settings_reused=reused,
             settings_computed=len(todo),
+            noise_floor=floor,
         )

@@ -410,3 +410,7 @@ class GateLookRow(Row):
     threshold: float | None = None
     """The decision boundary in the estimate's units: -margin (+margin for a lower-is-better metric), or
     the latency speed-up floor."""
+    clipped: int | None = None
+    """Latency: paired speed-ups beyond the plan's `latency_bound`, clipped (a PASS is refused while any is)."""
+    n_failed: int | None = None
+    """Questions drawn so far that failed in either setting (any: the gate stops UNDECIDED, as fixed-n does)."""

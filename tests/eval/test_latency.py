@@ -63,7 +63,9 @@ def test_a_speed_change_half_way_moves_no_ratio(setup: SweepSetup) -> None:
     assert decision.latency.speedup == pytest.approx(1.0, abs=0.1)
     with duckdb.connect(str(config.store_path), read_only=True) as con:
         aa = con.execute("SELECT aa_ratio, aa_ci_low, aa_ci_high FROM runs").fetchone()
-    assert aa is not None and aa[0] == pytest.approx(1.0, abs=0.1) and aa[1] <= 1.0 <= aa[2]
+    # The A/A floor reads the same: two identical requests 1.0 apart (the fake's only noise is the live
+    # retrieval's milliseconds, so its interval is tight around 1).
+    assert aa is not None and aa[0] == pytest.approx(1.0, abs=0.02) and 0.98 <= aa[1] <= aa[2] <= 1.02
 
 
 def test_every_setting_is_timed_in_every_block_and_each_slot_is_the_whole_request(setup: SweepSetup) -> None:
