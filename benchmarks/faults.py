@@ -526,6 +526,74 @@ def probes_on_shared_passages(s: Suite) -> Row:
     )
 
 
+def noisy_neighbour(s: Suite) -> Row:
+    """Two CPU-bound processes switched on and off on a seeded schedule through a whole sweep (on 2 cores they
+    slow the engine by about a third while on). The latency phase times both settings of a pair in one block,
+    so the gate reads the same verdicts as in a quiet run of the same grid, latency included: a policy that
+    demands 1.5x, which halving's about 1.9x clears quietly and a ratio read across a load change would not.
+    """
+    import random
+    import threading
+
+    from eval.gate.policy import GatePolicy, LatencyRule, MetricRule
+    from eval.gate.run import gate_each_compressed
+    from eval.run.sweep import run_sweep
+    from eval.store import DuckDBStore
+
+    policy = GatePolicy(
+        min_questions=4,
+        metrics=[MetricRule(name="answer_contains", margin=1.0, advisory=True)],
+        latency=LatencyRule(min_speedup=1.5, min_probes=4),
+    )
+    policy_path = s.work / "policy.json"
+    policy_path.write_text(policy.model_dump_json())
+
+    def verdicts(store: str, noisy: bool) -> tuple[dict[str, Any], float | None]:
+        config = s.config(store, probe_questions=4).model_copy(update={"probe_repeats": 3})
+        config = config.model_copy(update={"generator": config.generator.model_copy(update={"name": "fake-cpu"})})
+        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)] if noisy else []
+        stop = threading.Event()
+
+        def schedule() -> None:  # on 0.05-0.3 s, off 0.05-0.3 s, from a fixed seed
+            rng = random.Random(20261204)
+            while not stop.is_set():
+                for sig in (signal.SIGCONT, signal.SIGSTOP):
+                    for p in busy:
+                        os.kill(p.pid, sig)
+                    if stop.wait(rng.uniform(0.05, 0.3)):
+                        return
+
+        switcher = threading.Thread(target=schedule, daemon=True)
+        switcher.start()
+        try:
+            result = run_sweep(config, reuse=False)
+        finally:
+            stop.set()
+            switcher.join()
+            for p in busy:
+                p.kill()
+                p.wait()
+        decisions = gate_each_compressed(DuckDBStore(config.store_path), result.run_id, policy_path)
+        out = {d.candidate: (d.decision, d.latency.verdict if d.latency else None) for d in decisions}
+        floor = result.noise_floor
+        return out | {"speed-ups": [round(d.latency.speedup, 2) for d in decisions if d.latency]}, (
+            floor.ratio if floor else None
+        )
+
+    quiet, quiet_aa = verdicts("quiet.duckdb", noisy=False)
+    noisy, noisy_aa = verdicts("noisy.duckdb", noisy=True)
+    same = {k: v for k, v in quiet.items() if k != "speed-ups"} == {k: v for k, v in noisy.items() if k != "speed-ups"}
+    decided = all(v[1] is not None for k, v in quiet.items() if k != "speed-ups")
+    observed = f"quiet {quiet} (A/A {quiet_aa}); noisy {noisy} (A/A {noisy_aa})"
+    holds = same and decided and bool(quiet)
+    return (
+        "a noisy neighbour switched on and off through a sweep",
+        "every gate verdict as in a quiet run",
+        observed,
+        holds,
+    )
+
+
 def dead_engine(s: Suite) -> Row:
     from eval.run.sweep import run_sweep
     from eval.run.wiring import build_components
@@ -728,6 +796,7 @@ FAULTS: list[Callable[[Suite], Row]] = [
     rebuild_during_pruned_sweep,
     interrupted_full_rebuild,
     probes_on_shared_passages,
+    noisy_neighbour,
     dead_engine,
     two_writers,
     vanished_host,

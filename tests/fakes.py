@@ -112,6 +112,21 @@ class ExtractingGenerator:
         return outs
 
 
+class CpuBoundGenerator(ExtractingGenerator):
+    """The extracting fake whose probe does real work: a pure-Python loop per prompt word, timed by the wall
+    clock, so another process on the same cores slows it as it slows a CPU engine's prefill."""
+
+    name = "fake-cpu"
+    LOOPS_PER_WORD = 4000
+
+    def probe(self, prompt: str, json_schema: dict[str, Any] | None = None) -> Probe:
+        p = super().probe(prompt, json_schema)
+        start = time.perf_counter()
+        for _ in range(self.LOOPS_PER_WORD * p.prompt_tokens):
+            pass
+        return p.model_copy(update={"ttft_s": time.perf_counter() - start})
+
+
 class HalvingCompressor(CachedAgnosticCompressor):
     """Keeps every other word; query-agnostic and cached like the real ones; can fail on a question."""
 
@@ -207,6 +222,12 @@ def _hash(config: HashEmbedderConfig, deps: None) -> Embedder:
 def _fake_generator(config: FakeGeneratorConfig, deps: GeneratorDeps) -> Generator:
     """Answers with the first passage's first clause (tests only)."""
     return ExtractingGenerator(fail=config.fail)
+
+
+@GENERATORS.register("fake-cpu", FakeGeneratorConfig)
+def _cpu_generator(config: FakeGeneratorConfig, deps: GeneratorDeps) -> Generator:
+    """The fake whose probe's TTFT is real CPU work, timed (tests and the fault suite only)."""
+    return CpuBoundGenerator()
 
 
 @GENERATORS.register("fake-dead", FakeGeneratorConfig)

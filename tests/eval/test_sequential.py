@@ -99,7 +99,7 @@ def test_the_same_inputs_give_the_same_looks() -> None:
     assert [look.model_dump() for look in first] == [look.model_dump() for look in again]
 
 
-@pytest.mark.parametrize("bet", ["adaptive", "mixture"])
+@pytest.mark.parametrize("bet", ["adaptive", "mixture", "steady"])
 def test_the_vectorised_rule_decides_as_the_looks_do(bet: str) -> None:
     """`first_decisions` (the benchmark's) gives each path the verdict and n of its last look."""
     rng = np.random.default_rng(5)
@@ -112,7 +112,7 @@ def test_the_vectorised_rule_decides_as_the_looks_do(bet: str) -> None:
     assert {"pass", "fail"} <= set(verdicts.tolist())
 
 
-@pytest.mark.parametrize("bet", ["adaptive", "mixture"])
+@pytest.mark.parametrize("bet", ["adaptive", "mixture", "steady"])
 def test_false_passes_at_the_boundary_stay_under_alpha(bet: str) -> None:
     """2,000 paths whose true difference is exactly -margin, looked at every 10 pairs up to 1,000."""
     rng = np.random.default_rng(6)
@@ -218,3 +218,41 @@ def test_the_gate_passes_when_every_deciding_test_passes_and_fails_when_one_fail
     assert sequential_decision(early, POLICY) == "continue"
     with pytest.raises(CribsheetError, match="context_token_recall: no paired values"):
         gate_looks({"answer_token_recall": good, "e2e_cold_s": (lat, lat)}, POLICY, PLAN)
+
+
+def test_the_steady_bet_decides_a_metric_that_barely_moves_in_tens_of_questions() -> None:
+    """95 % of pairs equal, the rest within +-0.2 (as good): the steady bet passes a 0.05 margin within 120
+    questions where the fixed-truncation bet needs about 150; with 5 % of pairs losing everything (the mean
+    exactly at -margin, the case that punishes a bet grown bold on steady pairs) it passes at most alpha."""
+    rng = np.random.default_rng(11)
+    steady = np.where(rng.random((2000, 400)) < 0.95, 0.0, rng.uniform(-0.2, 0.2, (2000, 400)))
+    fast = SequentialPlan(batch=1, budget=400, bet="steady")
+    slow = SequentialPlan(batch=1, budget=400, bet="adaptive")
+    verdict, n = first_decisions(steady, 0.05, ALPHAS, fast)
+    assert np.mean(verdict == "pass") == 1.0 and np.quantile(n, 0.9) <= 120
+    verdict, n_adaptive = first_decisions(steady, 0.05, ALPHAS, slow)
+    assert np.mean(n_adaptive) > 1.3 * np.mean(n)
+    lossy = np.where(rng.random((4000, 1000)) < 0.05, -1.0, 0.0)
+    verdict, _ = first_decisions(lossy, 0.05, ALPHAS, SequentialPlan(batch=1, budget=1000, bet="steady"))
+    assert np.mean(verdict == "pass") <= 0.025
+
+
+def test_no_pass_before_the_policys_minimum_and_a_clipped_latency_pair_refuses_a_pass() -> None:
+    zeros = np.zeros(300)
+    plan = SequentialPlan(batch=1, budget=300)
+    early = metric_looks(zeros, zeros, 0.05, ALPHAS, plan)
+    assert early[-1].verdict == "pass" and early[-1].n < 120
+    held = metric_looks(zeros, zeros, 0.05, ALPHAS, plan, min_n=120)
+    assert held[-1].verdict == "pass" and held[-1].n == 120
+    assert all(look.verdict == "continue" for look in held[:-1])
+    rng = np.random.default_rng(9)
+    base = rng.lognormal(0.0, 0.1, 300)
+    cand = base / 3
+    assert latency_looks(base, cand, 0.95, ALPHAS, plan, min_n=30)[-1].n == 30  # clear, but held to 30
+    cand[0] = base[0] * 100  # one pair beyond the 20x bound: the stated error rates no longer hold
+    clipped = latency_looks(base, cand, 0.95, ALPHAS, plan)
+    assert clipped[-1].clipped == 1 and clipped[-1].verdict == "undecided"
+    policy = POLICY.model_copy(update={"min_questions": 50})
+    looks = gate_looks({"answer_token_recall": (zeros, zeros), "context_token_recall": (zeros, zeros),
+                        "e2e_cold_s": (base, base / 3)}, policy, plan)  # fmt: skip
+    assert looks["answer_token_recall"][-1].n >= 50 and looks["e2e_cold_s"][-1].n >= policy.latency.min_probes  # type: ignore[union-attr]

@@ -200,3 +200,18 @@ def test_the_verdict_line_of_a_sequential_decision_names_a_deciding_metric_first
     line = verdict_line(as_decision(outcome, GatePolicy.load(policy), req.baseline, req.candidate))
     assert outcome.reasons[0].startswith("answer_contains: fail") and "answer_contains: fail" in line
     assert any(r.startswith("answer_token_recall (advisory):") for r in outcome.reasons)
+
+
+def test_a_question_failed_in_either_setting_stops_the_gate_undecided(setup: SweepSetup, tmp_path: Path) -> None:
+    """As the fixed-n gate refuses to decide: a failed question is never silently dropped (it may be the very
+    question the candidate would lose), and the looks say how many failed."""
+    from tests.fakes import HalvingCompressor
+
+    _, components = setup
+    req = request(setup, tmp_path, tmp_path / "r.duckdb")
+    req = req.model_copy(update={"sweep": req.sweep.model_copy(update={"max_failed_fraction": 0.5})})
+    comps = components(halving=HalvingCompressor(fail_on="K2"))  # every K2 context fails to compress
+    outcome = run_sequential_gate(req, comps)
+    assert outcome.decision == "undecided" and len(outcome.runs) == 1
+    assert "failed in a setting" in outcome.reasons[0]
+    assert {r.n_failed for r in outcome.looks} and all((r.n_failed or 0) > 0 for r in outcome.looks)
