@@ -63,6 +63,17 @@ def test_ray_sweep_on_two_workers_writes_the_rows_of_a_single_process_sweep(
     with duckdb.connect(str(sharded.store_path), read_only=True) as con:
         status, points = con.execute("SELECT status, prefill_fit_points FROM runs").fetchone() or (None, None)
     assert status == "ok" and points == 8  # 2 probe questions x 4 settings, measured in the workers
+    with duckdb.connect(str(sharded.store_path), read_only=True) as con:
+        per_question = con.execute(
+            "SELECT question_id, count(DISTINCT session_id), count(DISTINCT setting_hash), count(*) "
+            "FROM latency_slots GROUP BY question_id ORDER BY question_id"
+        ).fetchall()
+        sessions = con.execute("SELECT count(DISTINCT session_id) FROM latency_slots").fetchone()
+    # Each probe question measured whole on one worker (every setting, both baselines' twins, every block),
+    # the two questions on two workers: a pair never spans two workers or two moments.
+    repeats = sharded.probe_repeats
+    assert [row[1:] for row in per_question] == [(1, 4, (4 + 2) * repeats)] * 2
+    assert sessions == (2,)
 
 
 def test_workers_import_the_modules_that_registered_components_outside_cribsheet(
