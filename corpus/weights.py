@@ -15,7 +15,16 @@ import os
 import tempfile
 from pathlib import Path
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".onnx")
+SHAPING_SUFFIXES = (".json", ".txt", ".model", ".jinja", ".tiktoken")
+"""Besides the weights, the files that shape a model's outputs: tokenizer (`tokenizer.json`, `vocab.txt`,
+`merges.txt`, sentencepiece `.model`), its config and chat template (`tokenizer_config.json`,
+`chat_template.jinja`), `config.json`, `generation_config.json`, and sentence-transformers' modules, pooling
+and `max_seq_length` (`modules.json`, `1_Pooling/config.json`, `sentence_bert_config.json`)."""
+IGNORED_NAMES = ("card.json", "trainer_state.json", "README", "LICENSE", "NOTICE")
+"""Files of a model folder that describe it without shaping its outputs (names, or their stems)."""
+IGNORED_DIRS = (".git", ".cache", "runs")
+"""Folders of a model folder left out; `checkpoint-*` folders (a trainer's resumable state) too."""
 _MEMORY: dict[str, str] = {}
 
 
@@ -78,10 +87,22 @@ def local_model(model: str) -> Path | None:
         return None
 
 
+def _shapes_outputs(relative: Path) -> bool:
+    """Whether a file of a model folder shapes the model's outputs: its weights, tokenizer, configs and
+    template (`WEIGHT_SUFFIXES`, `SHAPING_SUFFIXES`), not its card, licence or a trainer's checkpoints.
+    """
+    if any(part in IGNORED_DIRS or part.startswith("checkpoint-") for part in relative.parts[:-1]):
+        return False
+    if relative.name in IGNORED_NAMES or relative.stem in IGNORED_NAMES:
+        return False
+    return relative.suffix in WEIGHT_SUFFIXES or relative.suffix in SHAPING_SUFFIXES
+
+
 def weights_fingerprint(model: str | Path | None) -> str | None:
-    """sha256 over every weights file of a model folder (or file), a hub id through its local snapshot
-    (sub-folders included: a sentence-transformers module keeps weights in one); None when there is no model,
-    no local copy or no weights file.
+    """sha256 over every file of a model folder (or file) that shapes its outputs: weights, tokenizer,
+    configs, chat template, sentence-transformers pooling and sequence length (`_shapes_outputs`), a hub id
+    through its local snapshot (sub-folders included: a sentence-transformers module keeps files in one);
+    None when there is no model, no local copy or no weights file.
     """
     if not model:
         return None
@@ -91,8 +112,8 @@ def weights_fingerprint(model: str | Path | None) -> str | None:
     if path.is_file():
         files = [path]
     else:
-        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
-    if not files:
+        files = sorted(p for p in path.rglob("*") if p.is_file() and _shapes_outputs(p.relative_to(path)))
+    if not any(f.suffix in WEIGHT_SUFFIXES for f in files):
         return None
     h = hashlib.sha256()
     for f in files:

@@ -52,7 +52,22 @@ def pareto_svg(pts: Sequence[Point], title: str) -> str:
 
 
 def _cell(value: Any, fmt: str) -> str:
-    return "NULL" if value is None else fmt.format(value)
+    return "–" if value is None else fmt.format(value)
+
+
+def noise_floor_text(run: Record) -> str:
+    """The run's latency phase and A/A noise floor in one sentence (for the report's header)."""
+    if run.get("latency_session") is None:
+        return "no latency phase in this run (latency figures, if any, are an older store's)"
+    if run.get("aa_ratio") is None:
+        return (
+            f"latency phase: {run['probe_repeats']} blocks per probe question; no A/A figure (no uncompressed setting)"
+        )
+    return (
+        f"latency phase: {run['probe_repeats']} blocks per probe question, every setting timed in each; "
+        f"A/A noise floor {run['aa_ratio']:.3f}x [{run['aa_ci_low']:.3f}, {run['aa_ci_high']:.3f}] over "
+        f"{run['aa_n']} paired probes (two identical requests; 1.000x is a steady machine)"
+    )
 
 
 BILL = (
@@ -136,6 +151,7 @@ def report_markdown(
     decisions: Sequence[Record],
     plot: str | None,
     break_even: Sequence[Record] = (),
+    run: Record | None = None,
 ) -> str:
     """The run's report: plot, leaderboard with the cost bill, frontier, break-even, gate decisions."""
     pts = points(rows)
@@ -144,10 +160,14 @@ def report_markdown(
     if plot:
         lines += [f"![answer quality vs end-to-end latency]({plot})", ""]
     lines += [
-        "Answer metrics over answerable questions; latency is the p50 of retrieve + rerank + the compressor's "
-        "cold cost + TTFT of the prompt run alone (probe questions). **Bold**: on the quality-latency frontier.",
+        "Answer metrics over answerable questions; latency is the p50 over the probe questions of the whole "
+        "request timed live in the latency phase (retrieve + rerank + the compressor from nothing + TTFT, each "
+        "setting's request back to back with the others'). **Bold**: on the quality-latency frontier.",
         "",
     ]
+    if run is not None:
+        floor = noise_floor_text(run)
+        lines += [floor[0].upper() + floor[1:] + ".", ""]
     board = []
     for r in rows:
         cells = [_cell(r.get(k), f) for k, _, f in BILL]
@@ -173,7 +193,9 @@ def write_report(store: DuckDBStore, run_id: str, out_dir: Path) -> Path:
     rows = store.leaderboard(run_id)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "pareto.svg").write_text(pareto_svg(points(rows), f"run {run_id}"), encoding="utf-8")
-    md = report_markdown(run_id, rows, store.decisions_for_run(run_id), "pareto.svg", store.break_even(run_id))
+    md = report_markdown(
+        run_id, rows, store.decisions_for_run(run_id), "pareto.svg", store.break_even(run_id), store.run_summary(run_id)
+    )
     (out_dir / "report.md").write_text(md, encoding="utf-8")
     return write_html_report(store, run_id, out_dir / "report.html")
 
@@ -325,13 +347,14 @@ def html_report(store: DuckDBStore, run_id: str) -> str:
         f"&middot; commit {escape(str(run['git_commit'] or 'unknown')[:12])}{' (dirty)' if run['git_dirty'] else ''} "
         f"&middot; {escape(hardware_text(run['hardware_json']))} &middot; engine "
         f"{escape(str(run['engine_precision'] or '?'))}</p>",
+        f'<p class="meta" id="noise-floor">{escape(noise_floor_text(run))}</p>',
         "<h2>Release decisions</h2>",
         "".join(_decision_html(store, run_id, d) for d in decisions)
         or "<p>No gate decision on this run yet (<code>cribsheet gate</code>).</p>",
         "<h2>Answer quality against end-to-end latency</h2>",
         f"<figure>{pareto_svg(pts, f'run {run_id}')}<figcaption>Answer token recall (95 % interval) against the "
-        "p50 of retrieve + rerank + the compressor's cold cost + TTFT of the prompt run alone; the frontier in "
-        "magenta.</figcaption></figure>",
+        "p50 of the whole request timed live in the latency phase (retrieve + rerank + the compressor from nothing "
+        "+ TTFT); the frontier in magenta.</figcaption></figure>",
         "<h2>Leaderboard</h2>",
         _table([h for _, h, _ in BILL], board),
         "<h2>Where each compressor pays for itself</h2>",

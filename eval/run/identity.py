@@ -1,8 +1,8 @@
 """The identity of a run: one value, built once from the sweep config, the index snapshot, the models'
 weights, the code, the packages and the machine. The run's fingerprint (resume), its reuse key (copying a
 setting's rows from another run) and the identity columns of its `runs` row are all read from it, and both
-keys hash *every* field of it but one, so an input added here cannot be stored and forgotten by a key, or
-the reverse.
+keys hash *every* field of it but the ones each leaves out on purpose, so an input added here cannot be
+stored and forgotten by a key, or the reverse.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,8 +23,12 @@ from corpus.weights import weights_fingerprint
 from eval.settings import Setting, SweepConfig
 from eval.store import dumps
 
-FINGERPRINT_ONLY = "config_hash"
-"""The whole config, grid included: a run is resumed only by a sweep of the same grid."""
+FINGERPRINT_ONLY = ("config_hash", "model_fingerprints")
+"""The whole config, grid included, and the models every setting of the grid names: a run is resumed only by
+a sweep of the same grid. The reuse key keys the models every setting shares (`shared_models`); a setting's
+own models (its reranker, compressor LM, unit scorer) key that setting alone (`setting_models_sha256`)."""
+SHARED_ROLES = ("generator", "embedder", "judge", "verifier")
+"""Component roles every setting of a sweep shares; the other roles are a setting's own."""
 REUSE_ONLY = "samples_hash"
 """The config without the grid: a setting's rows are copied from any run over the same other inputs."""
 
@@ -54,10 +59,12 @@ class RunIdentity(BaseModel):
     ray_options: str | None
     """JSON of the Ray options the settings are computed under (None: one process)."""
     model_fingerprints: dict[str, str]
-    """`role:model` -> weights sha256 of every model named by path or hub id."""
+    """`role:model` -> sha256 of every model named by path or hub id (every file that shapes its outputs)."""
+    shared_models: dict[str, str]
+    """The entries of `model_fingerprints` whose role every setting shares (`SHARED_ROLES`)."""
 
-    def _digest(self, leave_out: str) -> str:
-        payload = self.model_dump(mode="json", exclude={leave_out})
+    def _digest(self, leave_out: str | tuple[str, ...]) -> str:
+        payload = self.model_dump(mode="json", exclude=set((leave_out,) if isinstance(leave_out, str) else leave_out))
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
     @property
@@ -149,20 +156,46 @@ def model_fingerprints(config: SweepConfig, settings: Sequence[Setting]) -> dict
     return dict(sorted(found.items()))
 
 
+def shared_models(fingerprints: dict[str, str]) -> dict[str, str]:
+    """The fingerprints of the models every setting shares (generator, embedder, judge, verifier)."""
+    return {k: v for k, v in fingerprints.items() if k.split(":", 1)[0] in SHARED_ROLES}
+
+
+def setting_models_sha256(config: SweepConfig, setting: Setting) -> str | None:
+    """sha256 of the fingerprints of the models `setting` alone names (its reranker, compressor LM, unit
+    scorer): with the run's reuse key, what a reused copy of its rows must match (None: it names none).
+    """
+    own = {k: v for k, v in model_fingerprints(config, [setting]).items() if k.split(":", 1)[0] not in SHARED_ROLES}
+    return hashlib.sha256(json.dumps(own, sort_keys=True).encode()).hexdigest()[:16] if own else None
+
+
 PACKAGES = ("corpus", "eval", "flows")
 """The product's packages, whose source files make its code version."""
 
 
-def code_sha256(root: Path | None = None) -> str:
-    """sha256 over the product's Python source files (path and bytes): the code version, whether the files
-    are tracked, untracked, or installed without git.
+def code_sha256(root: Path | None = None, plugins: Sequence[str] = ()) -> str:
+    """sha256 over the product's Python source files (path and bytes), and over the source of each plugin
+    module (`plugins`: modules outside cribsheet that registered a component the sweep uses, or that
+    `CRIBSHEET_PLUGINS` names): the code version, whether the files are tracked, untracked, or installed
+    without git.
     """
+    import importlib.util
+
     base = root or Path(__file__).resolve().parents[2]
     h = hashlib.sha256()
     for package in PACKAGES:
         for path in sorted((base / package).rglob("*.py")):
             h.update(path.relative_to(base).as_posix().encode() + b"\x1f")
             h.update(path.read_bytes() + b"\x1e")
+    for name in sorted(set(plugins)):
+        spec = importlib.util.find_spec(name)
+        origin = Path(spec.origin) if spec is not None and spec.origin else None
+        files = (
+            [] if origin is None else sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
+        )
+        h.update(f"plugin:{name}\x1f".encode())
+        for path in files:
+            h.update(path.name.encode() + b"\x1f" + path.read_bytes() + b"\x1e")
     return h.hexdigest()
 
 
@@ -173,6 +206,22 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def sweep_plugin_modules(config: SweepConfig) -> list[str]:
+    """Modules outside cribsheet that registered a component of `config`'s grid, and those `CRIBSHEET_PLUGINS`
+    names: their code is part of the run's code version.
+    """
+    from corpus.cluster import env_plugins, plugin_modules
+    from corpus.embed import EMBEDDERS
+    from eval.compress import COMPRESSORS
+    from eval.engine.generator import GENERATORS
+    from eval.rerank import RERANKERS
+
+    settings = config.grid.expand()
+    names: list[tuple[Any, str]] = [(EMBEDDERS, config.embedder), (GENERATORS, config.generator.name)]
+    names += [(COMPRESSORS, s.compressor) for s in settings] + [(RERANKERS, s.reranker) for s in settings]
+    return sorted(set(plugin_modules(names)) | set(env_plugins()))
 
 
 def hardware_digest() -> tuple[str, str]:
@@ -195,9 +244,10 @@ def run_identity(config: SweepConfig, index: IndexIdentity, ray: RayOptions | No
         git_commit=commit,
         git_dirty=dirty,
         diff_sha256=git_diff_sha256() if dirty else None,
-        code_sha256=code_sha256(),
+        code_sha256=code_sha256(plugins=sweep_plugin_modules(config)),
         package_versions=package_versions(),
         hardware_sha256=hardware_digest()[1],
         ray_options=ray.model_dump_json() if ray is not None else None,
-        model_fingerprints=model_fingerprints(config, config.grid.expand()),
+        model_fingerprints=(models := model_fingerprints(config, config.grid.expand())),
+        shared_models=shared_models(models),
     )

@@ -21,6 +21,7 @@ from eval.run.identity import (
     model_fingerprints,
     package_versions,
     run_identity,
+    setting_models_sha256,
 )
 from eval.settings import Setting, SweepConfig, setting_json
 from eval.store import dumps
@@ -96,6 +97,7 @@ def setting_rows(run_id: str, config: SweepConfig, settings: Sequence[Setting]) 
             setting_hash=config.setting_hash(s),
             setting_name=s.name,
             setting_json=setting_json(s, config.component_specs(s)),
+            models_sha256=setting_models_sha256(config, s),
             **s.model_dump(),
         )
         for s in settings

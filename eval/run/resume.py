@@ -152,15 +152,17 @@ def reuse_settings(
     tick: Callable[[str, int, int], None],
     max_failed_fraction: float = 1.0,
     owner: Owner | None = None,
+    models: Callable[[Setting], str | None] = lambda setting: None,
 ) -> tuple[list[Setting], int]:
     """Copy into `run_id` the rows of every setting that an earlier run with the same reuse key computed
     (same config apart from the grid, questions, index, code, packages, hardware); returns the settings left
     to compute and how many were reused. With `owner`, each copy is refused once that process no longer runs
-    `run_id` (`RunTakenOver`).
+    `run_id` (`RunTakenOver`). `models` gives a setting's own models' digest (`setting_models_sha256`): a
+    source computed with other weights for them is not reused.
     """
     left, reused = [], 0
     for setting in settings:
-        source = store.reusable_source(reuse_key, setting_hash(setting), run_id, max_failed_fraction)
+        source = store.reusable_source(reuse_key, setting_hash(setting), run_id, max_failed_fraction, models(setting))
         if source is None:
             left.append(setting)
             continue

@@ -16,6 +16,7 @@ from corpus.load import read_jsonl
 from corpus.models import Question
 from eval.engine.generator import WarmReport
 from eval.metrics import cohen_kappa
+from eval.run.identity import setting_models_sha256
 from eval.run.latency import LatencyPhase, LiveRequest, NoiseFloor, measure_run, noise_floor, probe_questions
 from eval.run.probes import fit_prefill
 from eval.run.provenance import new_run_id, question_rows, run_row, setting_rows
@@ -238,6 +239,7 @@ class _Sweep:
                 self.tick,
                 self.config.max_failed_fraction,
                 owner=self.heartbeat.owner,
+                models=partial(setting_models_sha256, self.config),
             )
             self.stages["reuse"] = self.stages.get("reuse", 0.0) + time.perf_counter() - t0
         # The grid's largest top-k sets the candidate count, for computed and kept settings alike.

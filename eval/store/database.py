@@ -262,7 +262,8 @@ class DuckDBStore(RunLifecycle, LatencyStore):
         """What a report's header says about a run: when, on which code and machine."""
         rows = self.query(
             "SELECT run_id, started_at, finished_at, status, git_commit, git_dirty, hardware_json, "
-            "engine_precision, n_questions, n_settings, questions_path FROM runs WHERE run_id = ?",
+            "engine_precision, n_questions, n_settings, questions_path, latency_session, probe_repeats, aa_ratio, "
+            "aa_ci_low, aa_ci_high, aa_n FROM runs WHERE run_id = ?",
             [run_id],
         )
         if not rows:

@@ -197,16 +197,23 @@ class RunLifecycle:
         return [(bool(r["supported"]), bool(r["other"])) for r in rows]
 
     def reusable_source(
-        self, reuse_key: str, setting_hash: str, run_id: str, max_failed_fraction: float = 1.0
+        self,
+        reuse_key: str,
+        setting_hash: str,
+        run_id: str,
+        max_failed_fraction: float = 1.0,
+        models_sha256: str | None = None,
     ) -> str | None:
         """The newest other run with the same reuse key that holds this setting's rows, with at most
-        `max_failed_fraction` of them failed.
+        `max_failed_fraction` of them failed, computed with the same models the setting alone names
+        (`models_sha256`: its reranker, compressor LM, unit scorer).
         """
         rows = self.query(
             "SELECT r.run_id FROM runs r WHERE r.reuse_key = ? AND r.run_id <> ? AND ("
             "SELECT avg((s.status <> 'ok')::DOUBLE) FROM samples s WHERE s.run_id = r.run_id AND s.setting_hash = ?"
-            ") <= ? ORDER BY r.started_at DESC LIMIT 1",
-            [reuse_key, run_id, setting_hash, max_failed_fraction],
+            ") <= ? AND EXISTS (SELECT 1 FROM settings t WHERE t.run_id = r.run_id AND t.setting_hash = ? "
+            "AND t.models_sha256 IS NOT DISTINCT FROM ?) ORDER BY r.started_at DESC LIMIT 1",
+            [reuse_key, run_id, setting_hash, max_failed_fraction, setting_hash, models_sha256],
         )
         return str(rows[0]["run_id"]) if rows else None
 

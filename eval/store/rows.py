@@ -286,6 +286,9 @@ class SettingRow(Row):
     """text | cited-json."""
     answer_cache: float | None = None
     """Semantic answer cache threshold (NULL: off)."""
+    models_sha256: str | None = None
+    """sha256 of the fingerprints of the models this setting alone names (its reranker, compressor LM, unit
+    scorer; NULL: none): with the run's reuse key, what a copy of its rows from another run must match."""
 
 
 class QuestionRow(Row):

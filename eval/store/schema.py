@@ -45,7 +45,7 @@ COMPRESSION_AXES = ("compressor", "target_ratio")
 BASELINE_AXES = tuple(
     name
     for name in SettingRow.model_fields
-    if name not in ("run_id", "setting_hash", "setting_name", "setting_json", *COMPRESSION_AXES)
+    if name not in ("run_id", "setting_hash", "setting_name", "setting_json", "models_sha256", *COMPRESSION_AXES)
 )
 """The setting axes a compressed setting shares with its baseline: every axis but the compression ones (the
 settings table has one column per axis). The baseline of a compressed setting is the uncompressed setting of

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from corpus.chunk import ChunkerConfig, SentenceChunker
 from corpus.index import IndexOptions, sync_index
@@ -92,15 +93,16 @@ def test_every_field_of_the_run_identity_enters_both_keys_but_the_one_each_leave
         config_hash="c", samples_hash="s", questions_sha256="q", index_version=1, corpus_sha256="d",
         index_sha256="i", index_build_id="b", git_commit="g", git_dirty=False, diff_sha256=None, code_sha256="x",
         package_versions={"vllm": "1"}, hardware_sha256="h", ray_options=None, model_fingerprints={"m": "w"},
+        shared_models={"generator:m": "w"},
     )  # fmt: skip
     changed = {
         "index_version": 2, "git_dirty": True, "diff_sha256": "y", "ray_options": "{}",
-        "package_versions": {"vllm": "2"}, "model_fingerprints": {"m": "w2"},
+        "package_versions": {"vllm": "2"}, "model_fingerprints": {"m": "w2"}, "shared_models": {"generator:m": "w2"},
     }  # fmt: skip
     for field in RunIdentity.model_fields:
         other = base.model_copy(update={field: changed.get(field, "other")})
         assert (other.fingerprint != base.fingerprint) == (field != REUSE_ONLY), field
-        assert (other.reuse_key != base.reuse_key) == (field != FINGERPRINT_ONLY), field
+        assert (other.reuse_key != base.reuse_key) == (field not in FINGERPRINT_ONLY), field
 
 
 def test_a_pruned_selectors_trained_scorer_is_named_by_its_weights(tmp_path: Path) -> None:
@@ -122,3 +124,58 @@ def test_a_pruned_selectors_trained_scorer_is_named_by_its_weights(tmp_path: Pat
     after = model_fingerprints(config, config.grid.expand())
     key = f"compressor-scorer:{scorer}"
     assert key in before and before[key] != after[key] and before[key] != "unresolved"
+
+
+def test_a_tokenizer_or_template_edited_in_place_reuses_nothing_and_a_card_edit_reuses_all(
+    setup: SweepSetup, tmp_path: Path
+) -> None:
+    """The model's fingerprint covers every file that shapes its outputs, not its weights alone."""
+    config, components = setup
+    model = tmp_path / "model"
+    (model / "1_Pooling").mkdir(parents=True)
+    (model / "model.safetensors").write_bytes(b"weights")
+    (model / "tokenizer_config.json").write_text('{"chat_template": "{{ messages }}"}')
+    (model / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    (model / "README.md").write_text("a card")
+    config = config.model_copy(update={"generator": config.generator.model_copy(update={"model": str(model)})})
+    n = len(config.grid.expand())
+    run_sweep(config, components())
+    (model / "README.md").write_text("a card, reworded")  # describes the model, shapes nothing
+    assert run_sweep(config, components(), resume=False).settings_reused == n
+    (model / "tokenizer_config.json").write_text('{"chat_template": "{{ messages | reverse }}"}')
+    assert run_sweep(config, components(), resume=False).settings_reused == 0
+    (model / "1_Pooling" / "config.json").write_text('{"pooling_mode_cls_token": true}')
+    assert run_sweep(config, components(), resume=False).settings_reused == 0
+
+
+def test_adding_a_setting_that_names_a_model_computes_only_that_setting(setup: SweepSetup, tmp_path: Path) -> None:
+    """The reuse key names the models every setting shares; a setting's own models (here a cross-encoder
+    reranker) key that setting alone, so adding it leaves the others' rows reused."""
+    from eval.rerank import DenseReranker
+
+    config, components = setup
+    ce = tmp_path / "ce"
+    ce.mkdir()
+    (ce / "model.safetensors").write_bytes(b"a cross-encoder")
+    first = run_sweep(config, components())
+    n = len(config.grid.expand())
+    grid = config.grid.model_copy(update={"rerankers": ["dense", f"cross-encoder:{ce}"]})
+    wider = config.model_copy(update={"grid": grid})
+    comps = components()
+    comps.rerankers[f"cross-encoder:{ce}"] = DenseReranker(HashEmbedder())  # stands in for the model
+    second = run_sweep(wider, comps)
+    assert first.settings_computed == n and (second.settings_reused, second.settings_computed) == (n, n)
+    (ce / "model.safetensors").write_bytes(b"the cross-encoder retrained")
+    comps = components()
+    comps.rerankers[f"cross-encoder:{ce}"] = DenseReranker(HashEmbedder())
+    third = run_sweep(wider, comps)
+    assert (third.settings_reused, third.settings_computed) == (2 * n - n, n)  # only its own settings again
+
+
+def test_a_plugin_modules_source_is_part_of_the_code_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "my_plugin.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    without = code_sha256()
+    before = code_sha256(plugins=["my_plugin"])
+    (tmp_path / "my_plugin.py").write_text("X = 2\n")  # the plugin's code changed, cribsheet's did not
+    assert without != before != code_sha256(plugins=["my_plugin"]) and code_sha256() == without
