@@ -42,6 +42,8 @@ from corpus.table import (
     IndexSpec,
     indexed_text,
     open_table,
+    rebuild_reasons,
+    rules_version,
     table_schema,
     write_fresh,
 )
@@ -108,6 +110,7 @@ def sync_index(
             ("contextual" if can_pool_sentences(embedder) else "isolated") if opts.sentence_vectors else None
         ),
         sentence_units="structure" if opts.sentence_vectors else None,
+        rules=rules_version(),
     )
     started = time.perf_counter()
     path = Path(path)
@@ -115,7 +118,9 @@ def sync_index(
     with _writer_lock(path):
         current = latest_snapshot(path)
         interrupted = _interrupted_build(path, current)
-        full = opts.rebuild or current is None or interrupted is not None or _existing_spec(path, current) != spec
+        existing = _existing_spec(path, current)
+        full = opts.rebuild or current is None or interrupted is not None or existing != spec
+        reasons = rebuild_reasons(existing, spec) + (["--rebuild"] if opts.rebuild else [])
         build_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}" if full else ""
         try:
             if ray is not None and embedder_ref is None:
@@ -140,6 +145,7 @@ def sync_index(
             "seconds": time.perf_counter() - started,
             "skipped": list(skipped),
             "restarted_build": interrupted,
+            "rebuild_reasons": reasons if full else [],
         }
     )
     (path / REPORT_FILE).write_text(report.model_dump_json(indent=2))

@@ -48,6 +48,34 @@ class IndexSpec(BaseModel):
     """What the sentence vectors are of: `structure`, the units of each chunk (a code block whole, a table
     row, the sentences of every other block, from its document's outline; the `units` table); None without
     sentence vectors. An index from before units were stored is rebuilt."""
+    rules: str | None = None
+    """sha256 of the source of the rules that cut documents into chunks, sentences and units
+    (`RULE_MODULES`): an edit to the chunker, the sentence splitter or the unit rules rebuilds the index, so
+    an incremental sync never mixes chunks cut by two versions of them."""
+
+
+RULE_MODULES = ("chunk.py", "text.py", "sentences.py", "units.py")
+"""The corpus modules whose rules decide where chunks, sentences and units begin and end."""
+
+
+def rules_version() -> str:
+    """sha256 over the source of `RULE_MODULES` (the code version an index's chunks and units were cut by)."""
+    import hashlib
+
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in RULE_MODULES:
+        h.update(name.encode() + b"\x1f" + (here / name).read_bytes() + b"\x1e")
+    return h.hexdigest()[:16]
+
+
+def rebuild_reasons(old: IndexSpec | None, new: IndexSpec) -> list[str]:
+    """Why a sync is a full build: each field of the build spec that differs from the index's (empty: none)."""
+    if old is None:
+        return []
+    before, after = old.model_dump(), new.model_dump()
+    names = {"rules": "the chunker, sentence splitter or unit rules (their code) changed"}
+    return [names.get(k, f"{k}: {before[k]!r} -> {after[k]!r}") for k in after if before.get(k) != after[k]]
 
 
 class IndexOptions(BaseModel):
@@ -112,6 +140,8 @@ class IndexReport(BaseModel):
     """Documents below `IndexOptions.min_coverage`, lowest first."""
     restarted_build: str | None = None
     """The build id of a full build that never committed (killed or failed) and that this sync restarted."""
+    rebuild_reasons: list[str] = Field(default_factory=list)
+    """Why this sync was a full build of an existing index: the build spec's fields that changed."""
 
     @property
     def coverage(self) -> float | None:

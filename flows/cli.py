@@ -121,6 +121,8 @@ def index(
     what = "rebuilt" if rep.rebuilt else "synced"
     if rep.restarted_build:
         err.print(f"  an interrupted build ({rep.restarted_build}) was found and restarted", highlight=False)
+    for reason in rep.rebuild_reasons:
+        err.print(f"  rebuilt because {reason}", highlight=False, soft_wrap=True)
     coverage = (
         f"coverage {rep.coverage:.1%} ({rep.indexed_words} of {rep.parser_words} words the parsers found), "
         f"{len(rep.low_coverage)} documents below {config.options.min_coverage:.0%}"

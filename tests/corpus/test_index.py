@@ -203,3 +203,22 @@ def test_quiet_defaults_silence_lancedb_per_query_notes(index: Path) -> None:
     assert runs["loud"].stdout.strip() == runs["quiet"].stdout.strip() == "K2"
     assert "lance::dataset::scanner" in runs["loud"].stderr  # the control: the note exists without the defaults
     assert "WARN" not in runs["quiet"].stderr
+
+
+def test_an_edit_to_the_chunking_rules_rebuilds_and_the_report_says_why(
+    tmp_path: Path, tiny_corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The build spec carries the code version of the chunker, splitter and unit rules: an incremental sync
+    after an edit to them would mix chunks cut by two versions of the rules."""
+    import corpus.index as index_module
+
+    index = tmp_path / "idx.lancedb"
+    docs = load_documents(tiny_corpus)
+    sync_index(docs, SentenceChunker(), HashEmbedder(), index)
+    again = sync_index(docs, SentenceChunker(), HashEmbedder(), index)
+    assert not again.rebuilt and again.rebuild_reasons == []
+    monkeypatch.setattr(index_module, "rules_version", lambda: "edited-rules")  # as after an edit to text.py
+    edited = sync_index(docs, SentenceChunker(), HashEmbedder(), index)
+    assert edited.rebuilt and edited.rebuild_reasons == [
+        "the chunker, sentence splitter or unit rules (their code) changed"
+    ]
