@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 CARD_JSON = "card.json"
 CARD_MD = "card.md"
@@ -96,7 +96,12 @@ class ScorerCard(BaseModel):
     index_path: str
     index_sha256: str
     refused_overlap_with: list[str]
-    """Question files checked for shared questions (by normalised text) before training: none was shared."""
+    """Question files checked for shared questions (by normalised text) and shared gold documents before
+    training: none was shared."""
+    train_documents: list[str] = Field(default_factory=list)
+    """The gold documents the training questions ask about (the scorer saw their units)."""
+    validation_documents: list[str] = Field(default_factory=list)
+    """The gold documents of the validation questions: held out by document, none among `train_documents`."""
     pairs_sha256: str
     """sha256 of the training data (every pair, both splits, canonical JSON lines)."""
     pair_rules: dict[str, object]

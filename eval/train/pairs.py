@@ -115,10 +115,25 @@ def question_key(text: str) -> str:
     return normalize(text)
 
 
-def split_of(question: str, share: float) -> Literal["train", "validation"]:
-    """Which split a question falls in: validation for the `share` of sha256 values below it."""
-    digest = int(hashlib.sha256(question_key(question).encode()).hexdigest()[:8], 16)
-    return "validation" if digest < share * 16**8 else "train"
+def _below(text: str, share: float) -> bool:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) < share * 16**8
+
+
+def validation_document(doc_id: str, share: float) -> bool:
+    """Whether a document is held out for validation: the `share` of sha256 values below it."""
+    return _below(f"doc\x1f{doc_id}", share)
+
+
+def split_of(question: Question, share: float) -> Literal["train", "validation"]:
+    """Which split a question falls in, by its gold documents: validation when any of them is a validation
+    document, so no training question asks about a document a validation question asks about (its units
+    are never learned and then scored); a question without gold documents goes by its normalised text.
+    """
+    if question.gold_doc_ids:
+        held = any(validation_document(d, share) for d in question.gold_doc_ids)
+    else:
+        held = _below(question_key(question.question), share)
+    return "validation" if held else "train"
 
 
 def read_questions(path: Path, limit: int | None = None) -> list[Question]:
@@ -132,7 +147,8 @@ def read_questions(path: Path, limit: int | None = None) -> list[Question]:
 
 def refuse_overlap(train: Sequence[Question], train_path: Path, held: Sequence[Question], held_path: Path) -> None:
     """Refuse training questions that are also questions a sweep or gate is scored on, by content (normalised
-    question text), whatever the files are called: a scorer must not be scored on what it learned.
+    question text), whatever the files are called, and those that ask about a document a judged question asks
+    about (by gold document id): a scorer must not be scored on what it learned.
     """
     judged = {question_key(q.question) for q in held}
     shared = [q for q in train if question_key(q.question) in judged]
@@ -143,6 +159,16 @@ def refuse_overlap(train: Sequence[Question], train_path: Path, held: Sequence[Q
             f"text, e.g. {shared[0].question!r}): a scorer trained on them would be scored on what it learned; "
             "train on other questions (a tune split, or `cribsheet questions` on documents the held-out "
             "questions do not ask about)",
+        )
+    judged_docs = {d for q in held for d in q.gold_doc_ids}
+    on_judged = [q for q in train if judged_docs & set(q.gold_doc_ids)]
+    if on_judged:
+        doc = sorted(judged_docs & set(on_judged[0].gold_doc_ids))[0]
+        raise InputFileError(
+            train_path,
+            f"{len(on_judged)} of its {len(train)} questions ask about documents that questions of {held_path} "
+            f"ask about (by gold document, e.g. {doc!r} in {on_judged[0].question!r}): a scorer trained on their "
+            "units would be scored on what it learned; train on questions about other documents",
         )
 
 
@@ -167,7 +193,7 @@ def label_question(
     negatives are drawn from those not retrieved); none when no retrieved unit is a positive.
     """
     rng = random.Random(f"{rules.seed}\x1f{question.id}")
-    split = split_of(question.question, rules.validation_share)
+    split = split_of(question, rules.validation_share)
     spans = unit_spans_of([h.text for h in hits], stored)
     labelled: dict[str, tuple[str, float]] = {}  # scored text -> (unit, recall); the first occurrence wins
     for i, (_, text, _, _) in enumerate(spans):

@@ -21,6 +21,7 @@ from corpus.retrieve import LanceRetriever
 from corpus.sentences import SentenceVectors
 from corpus.snapshot import read_snapshot
 from corpus.weights import weights_fingerprint
+from eval.compress.identity import code_version
 from eval.train.card import CARD_JSON, RankingFigures, ScorerCard, ranking_figures
 from eval.train.fit import Progress, TrainConfig, base_model_path, learning_rate, train_scorer_model
 from eval.train.pairs import (
@@ -32,6 +33,7 @@ from eval.train.pairs import (
     read_pairs,
     read_questions,
     refuse_overlap,
+    split_of,
     write_pairs,
 )
 
@@ -105,6 +107,11 @@ def figures(pairs: Sequence[ScorerPair], scores: Sequence[float]) -> RankingFigu
     return ranking_figures([p.question for p in pairs], [p.label for p in pairs], [p.kind for p in pairs], scores)
 
 
+def split_documents(questions: Sequence[Question], rules: PairRules, split: str) -> list[str]:
+    """The gold documents of the questions in `split` (by `split_of`), sorted."""
+    return sorted({d for q in questions if split_of(q, rules.validation_share) == split for d in q.gold_doc_ids})
+
+
 def labelled_pairs(
     inputs: ScorerInputs,
     questions: Sequence[Question],
@@ -124,6 +131,7 @@ def labelled_pairs(
                 "questions": [q.model_dump(mode="json") for q in questions],
                 "index": index_sha256,
                 "rules": rules.model_dump(mode="json"),
+                "code": code_version(build_pairs),  # a fix to the labelling rules labels again
             },
             sort_keys=True,
         ).encode()
@@ -183,6 +191,8 @@ def train_scorer(
         index_path=str(inputs.index_path),
         index_sha256=index_sha256,
         refused_overlap_with=[str(p) for p in inputs.not_on],
+        train_documents=split_documents(questions, rules, "train"),
+        validation_documents=split_documents(questions, rules, "validation"),
         pairs_sha256=pairs_digest(pairs),
         pair_rules=rules.model_dump(mode="json"),
         questions=int(meta["questions"]),

@@ -104,6 +104,34 @@ def test_questions_a_sweep_is_judged_on_are_refused_by_content_not_by_name(tmp_p
     refuse_overlap(
         train, tmp_path / "train.jsonl", [Question(id="q1", question="How tall is K2?", answers=["x"])], tmp_path
     )
+    # Another question about a document a judged question asks about: its units would be learned, then scored.
+    on_k2 = [Question(id="h", question="What range is K2 in?", answers=["Karakoram"], gold_doc_ids=["K2"])]
+    with pytest.raises(InputFileError, match="ask about documents that questions of .* ask about .*'K2'"):
+        refuse_overlap(train, tmp_path / "train.jsonl", on_k2, tmp_path / "held-out.jsonl")
+
+
+def test_validation_is_held_out_by_document_so_no_document_is_in_both_splits() -> None:
+    from eval.train.pairs import split_of
+
+    docs = [f"doc-{i}" for i in range(40)]
+    # Three questions per document (as `cribsheet questions --structure-per-doc` writes), some about two.
+    questions = [
+        Question(id=f"{d}-{k}", question=f"question {k} about {d}", answers=["x"],
+                 gold_doc_ids=[d] if k < 2 else [d, docs[(i + 1) % len(docs)]])
+        for i, d in enumerate(docs) for k in range(3)
+    ]  # fmt: skip
+    splits = {q.id: split_of(q, 0.25) for q in questions}
+    train_docs = {d for q in questions if splits[q.id] == "train" for d in q.gold_doc_ids}
+    validation_docs = {d for q in questions if splits[q.id] == "validation" for d in q.gold_doc_ids}
+    assert (
+        train_docs
+        and validation_docs
+        and not train_docs
+        & {d for q in questions if splits[q.id] == "validation" and len(q.gold_doc_ids) == 1 for d in q.gold_doc_ids}
+    )
+    # Every question about a held-out document is in validation: training never saw that document's units.
+    held = {d for d in docs if all(splits[q.id] == "validation" for q in questions if d in q.gold_doc_ids)}
+    assert held and not held & train_docs
 
 
 def test_the_command_refuses_a_sweep_configs_questions_and_a_not_on_file(tmp_path: Path) -> None:
