@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -128,8 +127,10 @@ class CompressorDeps:
 
 
 def uncached(compressor: Compressor) -> Compressor:
-    """A twin of `compressor` that computes every context from nothing (its caches empty, its models shared),
-    for the latency phase's live slots; the compressor itself when it caches nothing.
+    """The compressor as a first request meets it, for the latency phase's live slots: a twin whose caches
+    of per-request work are empty (the extractive selector's sentence vectors), its models shared; the
+    compressor itself when it keeps none. A query-agnostic compressor's precomputed compressions are not
+    such a cache: a request reads them (their cost is offline, `CompressionResult.offline_seconds`).
     """
     twin = getattr(compressor, "uncached", None)
     return twin() if callable(twin) else compressor
@@ -184,11 +185,6 @@ class CachedAgnosticCompressor:
     def _compress_many(self, passages: list[str], ratio: float) -> list[str]:
         raise NotImplementedError
 
-    def uncached(self) -> CachedAgnosticCompressor:
-        """A twin with an empty in-memory cache: every passage is compressed now, and kept nowhere."""
-        twin = copy.copy(self)
-        twin.cache = MemoryCache()
-        return twin
 
     def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
         """Compress each passage alone, reusing cached ones; the question is ignored."""
@@ -212,6 +208,10 @@ class CachedAgnosticCompressor:
             found.update(fresh)
         entries = [found[k] for k in keys]
         out = [e.text if e else "" for e in entries]
+        fresh_keys = {cache_key(self.identity, ratio, p) for p in missing}
+        # Query-agnostic compressions are precomputed work a request reads, not does (index time, or the first
+        # request that met the passage): what they cost is offline, reported beside the live bill.
+        offline = sum(e.seconds for k, e in zip(keys, entries, strict=True) if e and k not in fresh_keys)
         return CompressionResult(
             texts=out,
             tokens_in=sum(tokens[p] for p in passages),
@@ -219,6 +219,7 @@ class CachedAgnosticCompressor:
             seconds=time.perf_counter() - start,
             cold_seconds=sum(e.seconds for e in entries if e),
             calls=len(missing),
+            offline_seconds=offline or None,
         )
 
     def flush(self) -> None:
