@@ -157,7 +157,9 @@ class RayBatches:
         self.options, self.embedder, self.chunker, self.spec = options, embedder, chunker, spec
 
     def map(self, batches: Iterable[Batch]) -> Iterator[EmbeddedBatch]:
-        """Embedded batches in completion order."""
+        """Embedded batches in submission order (the order one process embeds them in), whichever worker
+        finishes first: a sentence two chunks share keeps the vector of its first chunk, as in one process.
+        """
         with ray_cluster(self.options) as ray:
             actor = ray.remote(
                 num_cpus=self.options.cpus_per_worker,
@@ -177,20 +179,31 @@ class RayBatches:
                     ray.kill(worker)
 
     def _drain(self, ray: Any, workers: list[Any], batches: Iterator[Batch]) -> Iterator[EmbeddedBatch]:
-        pending: dict[Any, Any] = {}
+        pending: dict[Any, tuple[Any, int]] = {}
+        done: dict[int, EmbeddedBatch] = {}  # finished out of turn, held until the batches before them are out
         free = [w for w in workers for _ in range(2)]
+        submitted = emitted = 0
+        exhausted = False
         while True:
-            while free:
+            while free and not exhausted and len(done) < 2 * len(workers):  # a slow batch holds few behind it
                 batch = next(batches, None)
                 if batch is None:
+                    exhausted = True
                     break
                 worker = free.pop()
-                pending[worker.embed.remote(batch)] = worker
+                pending[worker.embed.remote(batch)] = (worker, submitted)
+                submitted += 1
+            while emitted in done:
+                yield done.pop(emitted)
+                emitted += 1
             if not pending:
-                return
+                if exhausted:
+                    return
+                continue
             ready, _ = ray.wait(list(pending), num_returns=1)
-            free.append(pending.pop(ready[0]))
+            worker, seq = pending.pop(ready[0])
+            free.append(worker)
             try:
-                yield ray.get(ready[0])
+                done[seq] = ray.get(ready[0])
             except Exception as exc:
                 raise worker_error(exc, "while embedding a batch of documents") from None

@@ -174,6 +174,22 @@ class HashEmbedder:
         return [len(t.split()) for t in texts]
 
 
+class ContextualHashEmbedder(HashEmbedder):
+    """The hash embedder with contextual span pooling: a sentence's vector is its own hash plus its chunk's,
+    so a sentence two chunks share gets two different vectors (as with a real model's late chunking)."""
+
+    name = "span-hash"
+
+    def embed_documents_with_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[np.ndarray, list[list[np.ndarray | None]], float]:
+        docs = np.stack([self._one(t) for t in texts])
+        pooled: list[list[np.ndarray | None]] = [
+            [self._one(t[lo:hi]) + docs[i] for lo, hi in spans[i]] for i, t in enumerate(texts)
+        ]
+        return docs, pooled, 0.0
+
+
 class CountingEmbedder(HashEmbedder):
     """A hash embedder that counts the texts it embeds as documents."""
 
@@ -216,6 +232,12 @@ class HalvingConfig(BaseModel):
 def _hash(config: HashEmbedderConfig, deps: None) -> Embedder:
     """sha256 bag of words (tests only)."""
     return HashEmbedder(config.dim)
+
+
+@EMBEDDERS.register("span-hash", HashEmbedderConfig)
+def _span_hash(config: HashEmbedderConfig, deps: None) -> Embedder:
+    """sha256 bag of words with contextual span pooling (tests only)."""
+    return ContextualHashEmbedder(config.dim)
 
 
 @GENERATORS.register("fake", FakeGeneratorConfig)

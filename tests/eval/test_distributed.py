@@ -101,14 +101,22 @@ def test_ray_indexing_on_two_workers_writes_the_chunks_of_a_single_process_index
     from corpus.index import IndexOptions, open_table
     from corpus.models import Document
     from corpus.snapshot import SIDE_TABLES, latest_snapshot, open_side_table
+    from tests.fakes import ContextualHashEmbedder
 
-    docs = [Document(id=f"d{i}", title=f"Doc {i}", text=f"Sentence {i} about topic {i % 7}. " * 40) for i in range(60)]
-    emb = HashEmbedder()
+    # Contextual pooling: a sentence's vector depends on its chunk. Every document shares one sentence, so
+    # which chunk's vector it keeps depends on the order batches are written in: one process's order.
+    shared = "The shared sentence says the same thing everywhere."
+    docs = [
+        Document(id=f"d{i}", title=f"Doc {i}", text=f"Sentence {i} about topic {i % 7}. {shared} " * 20)
+        for i in range(60)
+    ]
+    emb = ContextualHashEmbedder()
     opts = IndexOptions(batch_chunks=8, sentence_vectors=True)
     local = sync_index(docs, SentenceChunker(), emb, tmp_path / "local.lancedb", opts)
     sharded = sync_index(
-        docs, SentenceChunker(), emb, tmp_path / "ray.lancedb", opts, ray=RayOptions(workers=2), embedder_ref="hash"
-    )
+        docs, SentenceChunker(), emb, tmp_path / "ray.lancedb", opts, ray=RayOptions(workers=2),
+        embedder_ref="span-hash",
+    )  # fmt: skip
     assert (sharded.n_documents, sharded.n_chunks, sharded.added) == (local.n_documents, local.n_chunks, 60)
     assert sharded.indexed_words == local.indexed_words > 0
 
@@ -134,3 +142,34 @@ def test_ray_indexing_on_two_workers_writes_the_chunks_of_a_single_process_index
     assert side_rows("local", "sentences")  # the sentence vectors were written
     for kind in SIDE_TABLES:
         assert side_rows("ray", kind) == side_rows("local", kind), kind
+
+
+def test_ray_indexing_writes_batches_in_submission_order_whichever_worker_finishes_first() -> None:
+    """The reorder buffer: batch 1 finishes before batch 0, yet batch 0 is written first (a sentence two
+    chunks share then keeps its first chunk's vector, as in one process)."""
+    from corpus.index_batch import RayBatches
+
+    class Ref:
+        def __init__(self, batch: int) -> None:
+            self.batch = batch
+
+    class Worker:
+        def __init__(self) -> None:
+            self.embed = self
+
+        def remote(self, batch: int) -> Ref:
+            return Ref(batch)
+
+    class FakeRay:
+        """Finishes the newest submitted batch first: the order a fast second worker gives."""
+
+        def wait(self, refs: list[Ref], num_returns: int) -> tuple[list[Ref], list[Ref]]:
+            newest = max(refs, key=lambda r: r.batch)
+            return [newest], [r for r in refs if r is not newest]
+
+        def get(self, ref: Ref) -> int:
+            return ref.batch
+
+    pool = RayBatches.__new__(RayBatches)
+    written = list(pool._drain(FakeRay(), [Worker(), Worker()], iter(range(9))))  # type: ignore[arg-type]
+    assert written == list(range(9))

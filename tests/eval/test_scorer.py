@@ -426,3 +426,34 @@ def test_training_batches_group_pairs_of_similar_length_in_a_seeded_order() -> N
     assert list(LengthBuckets(data, 8, False, seed=3)) == batches  # the same seed and epoch: the same order
     sampler.set_epoch(1)
     assert list(sampler) != batches
+
+
+def test_a_scorer_retrained_at_the_same_path_is_another_setting_and_a_stale_fingerprint_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Retrained in place (the folder's weights rewritten): the same config text gives another setting hash,
+    and a setting stored with the old fingerprint is refused when rebuilt, naming both fingerprints."""
+    from eval.compress.pruned import PrunedConfig
+    from eval.settings import CompressionSpec, CompressorConfig, GridConfig, SweepConfig
+
+    folder = tmp_path / "scorer"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"trained once")
+    (folder / "config.json").write_text("{}")
+    grid = GridConfig(compressions=[CompressionSpec(compressor="pruned", target_ratio=4.0)])
+    setting = grid.expand()[0]
+
+    def built() -> tuple[SweepConfig, str]:
+        config = SweepConfig(
+            index_path=tmp_path, questions_path=tmp_path, store_path=tmp_path / "r", grid=grid,
+            compressor=CompressorConfig(scorer=f"cross-encoder:{folder}"),
+        )  # fmt: skip
+        return config, config.setting_hash(setting)
+
+    first, first_hash = built()
+    old = PrunedConfig.model_validate({"scorer": f"cross-encoder:{folder}"}).scorer_weights
+    (folder / "model.safetensors").write_bytes(b"trained again, into the same folder")
+    _, second_hash = built()
+    assert old is not None and first_hash != second_hash
+    with pytest.raises(ValueError, match=f"its weights are [0-9a-f]{{16}} now, not {old}"):
+        PrunedConfig.model_validate({"scorer": f"cross-encoder:{folder}", "scorer_weights": old})

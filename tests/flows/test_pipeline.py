@@ -393,3 +393,33 @@ def test_the_demos_grid_and_policy_agree_so_a_demo_decision_can_pass() -> None:
     assert policy.sequential is not None and policy.sequential.budget >= policy.min_questions
     names = {s.name for s in demo_grid().expand()}
     assert set(DEMO_HEADLINE) <= names and len(DEMO_COMPRESSIONS) >= 2
+
+
+def test_a_regression_of_the_shipped_setting_ends_the_sweep_flow_failed_naming_the_metric(
+    swept: tuple[Path, str], tmp_path: Path
+) -> None:
+    """The flow, not only the library: tonight's rows of the shipped setting are worse than the run it
+    shipped on (that run's answers made better by hand), so the flow run ends Failed with the metric."""
+    import duckdb
+    import yaml
+    from prefect.states import State
+
+    from flows.pipeline import ShippedSettingRegressed
+
+    path, run_id = swept
+    shipped = "halving-2x-k1-hybrid-dense"
+    with duckdb.connect(str(path)) as con:  # as if it had shipped on a night it answered everything
+        con.execute(
+            "UPDATE samples SET answer_contains = 1, answer_token_recall = 1 WHERE run_id = ? AND setting_name = ?",
+            [run_id, shipped],
+        )
+    policy = tmp_path / "watch.yaml"
+    policy.write_text(yaml.safe_dump({
+        "min_questions": 2, "confidence": 0.6, "metrics": [{"name": "answer_contains", "margin": 0.0}], "latency": None,
+        "shipped": {"setting": shipped, "run": run_id},
+    }))  # fmt: skip
+    config = path.parent / "sweep.yaml"
+    state: State[object] = sweep_flow(config_file=config, reuse=False, watch_policy=policy, return_state=True)
+    assert state.is_failed()
+    with pytest.raises(ShippedSettingRegressed, match="shipped setting FAIL: .*answer_contains"):
+        state.result()
