@@ -96,6 +96,8 @@ class LanceRetriever:
             rows, key, sign = q.limit(n).to_list(), "_relevance_score", 1.0
         else:
             raise CribsheetError(f"unknown retrieval mode '{mode}'; known: {', '.join(RETRIEVAL_MODES)}")
+        import numpy as np
+
         return [
             Hit(
                 chunk_id=r["chunk_id"],
@@ -104,7 +106,7 @@ class LanceRetriever:
                 text=r["text"],
                 section=r.get("section") or "",
                 score=sign * float(r[key]),
-                vector=tuple(r["vector"]),
+                vector=np.asarray(r["vector"], dtype=np.float32).tobytes(),
             )
             for r in rows
         ]

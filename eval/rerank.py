@@ -69,8 +69,9 @@ class DenseReranker:
         return [hits[i].model_copy(update={"score": float(scores[i])}) for i in order]
 
     def _passage_vectors(self, hits: Sequence[Hit]) -> Any:
-        if all(h.vector is not None and len(h.vector) == self.embedder.dim for h in hits):
-            stored = np.asarray([h.vector for h in hits], dtype=np.float32)
+        vectors = [h.embedding for h in hits]
+        if all(v is not None and len(v) == self.embedder.dim for v in vectors):
+            stored = np.stack(vectors)
             return stored / np.maximum(np.linalg.norm(stored, axis=1, keepdims=True), 1e-12)
         return self.embedder.embed_documents([_as_text(h) for h in hits])
 

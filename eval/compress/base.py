@@ -185,12 +185,11 @@ class CachedAgnosticCompressor:
     def _compress_many(self, passages: list[str], ratio: float) -> list[str]:
         raise NotImplementedError
 
-
     def compress(self, passages: Sequence[str], question: str, ratio: float) -> CompressionResult:
         """Compress each passage alone, reusing cached ones; the question is ignored."""
         start = time.perf_counter()
         keys = [cache_key(self.identity, ratio, p) for p in passages]
-        found = {k: self.cache.get(k) for k in keys}
+        found = self.cache.get_many(keys)  # one read for the whole context, not one per passage
         missing = list(dict.fromkeys(p for p, k in zip(passages, keys, strict=True) if found[k] is None))
         tokens = {p: self.count(p) for p in dict.fromkeys(passages)}  # each passage tokenized once
         if missing:

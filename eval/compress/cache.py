@@ -5,7 +5,8 @@ computing it cost (its cold cost), so a request served from the cache can still 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -35,6 +36,10 @@ class CompressionCache(Protocol):
         """The cached entry of `key`, or None."""
         ...
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, Cached | None]:
+        """The entries of `keys` (None where absent), in one read."""
+        ...
+
     def put_many(self, items: Mapping[str, Cached]) -> None:
         """Add entries."""
         ...
@@ -54,6 +59,10 @@ class MemoryCache:
         """The cached entry of `key`, or None."""
         return self.items.get(key)
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, Cached | None]:
+        """The entries of `keys` (None where absent)."""
+        return {k: self.items.get(k) for k in keys}
+
     def put_many(self, items: Mapping[str, Cached]) -> None:
         """Add entries."""
         self.items.update(items)
@@ -64,14 +73,20 @@ class MemoryCache:
 
 
 class LanceCompressionCache:
-    """A `compressions_v2` table next to the chunks in the index's LanceDB folder.
+    """A `compressions_v2` table next to the chunks in the index's LanceDB folder, read on demand.
 
-    Entries are loaded once and new ones are written with one merge on the key per `flush`, so a reader
-    never sees half a batch; entries are keyed by content, so concurrent writers write the same entry, and
-    where both inserted it, every reader picks the same copy.
+    A lookup reads only the keys it asks for (a filtered scan of the key column, with a scalar index once the
+    table is large) and keeps at most `max_held` entries in memory (least recently used first out), so a sweep
+    or a Ray worker holds what it uses, never the whole cache. New entries are written with one merge on the
+    key per `flush`, so a reader never sees half a batch; entries are keyed by content, so concurrent writers
+    write the same entry, and where both inserted it every reader picks the same copy (the lowest text, then
+    seconds: lance-format/lance#4585).
     """
 
-    def __init__(self, index_path: Path) -> None:
+    INDEXED_FROM = 10_000
+    """Rows from which a scalar index on the key is built (once), so a lookup does not scan the whole table."""
+
+    def __init__(self, index_path: Path, max_held: int = 50_000) -> None:
         import lancedb
         import pyarrow as pa
 
@@ -83,31 +98,70 @@ class LanceCompressionCache:
             self.table: Any = db.open_table(TABLE)
         except (ValueError, FileNotFoundError):
             self.table = db.create_table(TABLE, schema=self._schema, exist_ok=True)
-        rows = self.table.to_arrow() if self.table.count_rows() else None
-        self.items: dict[str, Cached] = {}
-        if rows is not None:
-            for key, text, seconds in sorted(
-                zip(
-                    rows.column("key").to_pylist(),
-                    rows.column("text").to_pylist(),
-                    rows.column("seconds").to_pylist(),
-                    strict=True,
-                ),
-                reverse=True,
-            ):
-                # Two workers that computed one key at once may both have inserted it (lance-format/lance#4585):
-                # the same entry is chosen in every process (the lowest text, then seconds).
-                self.items[key] = Cached(text, seconds)
+        self.max_held = max_held
+        self.items: OrderedDict[str, Cached | None] = OrderedDict()
+        """Entries read or written here, most recently used last (None: looked up, not in the table)."""
         self.pending: dict[str, Cached] = {}
+        self._indexed = False
+
+    def _read(self, keys: Sequence[str]) -> dict[str, Cached]:
+        """The stored entries of `keys` (one filtered read)."""
+        if not keys or not self.table.count_rows():
+            return {}
+        self._index_once()
+        quoted = ", ".join("'" + k.replace("'", "''") + "'" for k in keys)
+        rows = self.table.search().where(f"key IN ({quoted})").select(["key", "text", "seconds"])
+        table = rows.limit(max(1, self.table.count_rows())).to_arrow()
+        found: dict[str, Cached] = {}
+        for key, text, seconds in sorted(
+            zip(
+                table.column("key").to_pylist(),
+                table.column("text").to_pylist(),
+                table.column("seconds").to_pylist(),
+                strict=True,
+            ),
+            reverse=True,
+        ):
+            found[key] = Cached(text, seconds)  # the last written wins: the lowest (text, seconds)
+        return found
+
+    def _index_once(self) -> None:
+        if self._indexed or self.table.count_rows() < self.INDEXED_FROM:
+            return
+        self._indexed = True
+        if not any("key" in getattr(i, "columns", []) for i in self.table.list_indices()):
+            self.table.create_scalar_index("key")
+
+    def _hold(self, key: str, entry: Cached | None) -> None:
+        self.items[key] = entry
+        self.items.move_to_end(key)
+        while len(self.items) > self.max_held:
+            old, _ = self.items.popitem(last=False)
+            if old in self.pending:  # written at the next flush: keep it in memory until then
+                self.items[old] = self.pending[old]
+                break
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Cached | None]:
+        """The entries of `keys` (None where absent), reading from the table only the ones not held."""
+        wanted = [k for k in dict.fromkeys(keys) if k not in self.items]
+        read = self._read(wanted)
+        for key in wanted:
+            self._hold(key, read.get(key))
+        out = {}
+        for key in keys:
+            self.items.move_to_end(key)
+            out[key] = self.items[key]
+        return out
 
     def get(self, key: str) -> Cached | None:
         """The cached entry of `key`, or None."""
-        return self.items.get(key)
+        return self.get_many([key])[key]
 
     def put_many(self, items: Mapping[str, Cached]) -> None:
         """Add entries, written at the next `flush`."""
-        self.items.update(items)
         self.pending.update(items)
+        for key, entry in items.items():
+            self._hold(key, entry)
 
     def flush(self) -> int:
         """Write pending entries; returns how many."""

@@ -130,3 +130,20 @@ def test_a_compressors_code_version_follows_the_product_helpers_it_imports(tmp_p
     # engine-lingua scores words through the generator's token_logprobs: an edit there is an edit to it
     source = Path(inspect.getsourcefile(EngineLinguaCompressor) or "").resolve()
     assert ROOT / "eval" / "engine" / "generator.py" in imported_sources({source}, ROOT)
+
+
+def test_the_index_cache_is_read_on_demand_and_holds_at_most_its_bound(tmp_path: Path) -> None:
+    """A sweep or a Ray worker holds the entries it uses, never the whole table: memory does not grow with
+    every passage, ratio and compressor the index's cache ever saw."""
+    from eval.compress.cache import Cached, LanceCompressionCache
+
+    writer = LanceCompressionCache(tmp_path)
+    writer.put_many({f"k{i}": Cached(f"text {i}", float(i)) for i in range(20)})
+    assert writer.flush() == 20
+    reader = LanceCompressionCache(tmp_path, max_held=5)
+    assert len(reader.items) == 0  # nothing read at open
+    got = reader.get_many(["k3", "k17", "missing"])
+    assert got == {"k3": Cached("text 3", 3.0), "k17": Cached("text 17", 17.0), "missing": None}
+    for i in range(20):
+        assert reader.get(f"k{i}") == Cached(f"text {i}", float(i))
+        assert len(reader.items) <= 5

@@ -78,7 +78,7 @@ def test_dense_rerank_reuses_the_index_vectors(tmp_path: Path, tiny_corpus: Path
 
     sync_index(load_documents(tiny_corpus), SentenceChunker(), HashEmbedder(), tmp_path / "i.lancedb")
     hits = LanceRetriever(tmp_path / "i.lancedb", HashEmbedder()).retrieve("capital of France", 4, "hybrid")
-    assert len(hits) >= 2 and all(h.vector is not None and len(h.vector) == 64 for h in hits)
+    assert len(hits) >= 2 and all(h.embedding is not None and len(h.embedding) == 64 for h in hits)
     emb = CountingEmbedder()
     from_index = DenseReranker(emb).rerank("capital of France", hits)
     assert emb.documents_embedded == 0
