@@ -22,9 +22,15 @@ from corpus.runtime import release_memory
 from corpus.sentences import SENTENCE_TABLE, UNIT_TABLE, add_sentences, can_pool_sentences
 from corpus.snapshot import (
     IndexSnapshot,
+    Ledger,
+    chunk_rows_sum,
     commit_snapshot,
+    corpus_pairs_sum,
+    latest_ledger,
     latest_snapshot,
+    open_side_table,
     read_spec,
+    side_rows_sum,
     side_table_name,
     table_names,
     uncovered_tables,
@@ -271,6 +277,8 @@ def _sync(
     sentences: Any = db.open_table(names[SENTENCE_TABLE]) if names[SENTENCE_TABLE] in existing_tables else None
     units: Any = db.open_table(names[UNIT_TABLE]) if names[UNIT_TABLE] in existing_tables else None
     wrote_sides = False
+    # The digest sums of the snapshot, updated with what this sync writes and removes (O(what changed)).
+    ledger = Ledger() if full or table is None else _ledger(path, table, current)
 
     def embedded() -> Iterator[EmbeddedBatch]:
         """Each embedded batch, its coverage counted and its sentence vectors stored."""
@@ -283,11 +291,19 @@ def _sync(
                     low.append(c)
             # side tables before the chunks they belong to: no committed chunk lacks its sentences
             if done.sentences is not None and done.sentences.num_rows:
-                sentences = add_sentences(db, sentences, done.sentences, names[SENTENCE_TABLE])
-                wrote_sides = True
+                fresh = new_side_rows(sentences, done.sentences)
+                if fresh.num_rows:
+                    ledger.add(SENTENCE_TABLE, side_rows_sum(fresh))
+                    sentences = add_sentences(db, sentences, fresh, names[SENTENCE_TABLE])
+                    wrote_sides = True
             if done.units is not None and done.units.num_rows:
-                units = add_sentences(db, units, done.units, names[UNIT_TABLE])
-                wrote_sides = True
+                fresh = new_side_rows(units, done.units)
+                if fresh.num_rows:
+                    ledger.add(UNIT_TABLE, side_rows_sum(fresh))
+                    units = add_sentences(db, units, fresh, names[UNIT_TABLE])
+                    wrote_sides = True
+            ledger.add("chunks", chunk_rows_sum(done.data))
+            ledger.add("corpus", corpus_pairs_sum((doc.id, digest) for doc, digest in done.batch))
             counts["chunks_written"] += done.data.num_rows
             yield done
             release_memory()
@@ -296,9 +312,11 @@ def _sync(
         table = write_fresh(db, TABLE, schema, (done.data for done in embedded()))
     else:
         for done in embedded():
+            _forget(ledger, table, [doc.id for doc, _ in done.batch if doc.id in existing], existing)
             _merge(table, done, existing)
     gone = sorted(set(existing) - seen)
     for i in range(0, len(gone), 500):
+        _forget(ledger, table, gone[i : i + 500], existing)
         table.delete(f"doc_id IN ({_sql_list(gone[i : i + 500])})")
     if progress:
         progress(len(seen), len(seen))
@@ -311,10 +329,13 @@ def _sync(
             from lancedb.index import BTree
 
             for side in (sentences, units):  # lookups stay fast as the tables grow
-                if side is not None:
+                if side is not None and not any("key" in getattr(i, "columns", []) for i in side.list_indices()):
+                    # built once; rows added later are found by a scan of the unindexed fragments, so a nightly
+                    # sync never rebuilds it over the whole table
                     side.create_index("key", config=BTree(), replace=True)
     if full or current is None or int(table.version) != current.chunk_version or wrote_sides:
-        current = commit_snapshot(db, table, {SENTENCE_TABLE: sentences, UNIT_TABLE: units}, build_id)
+        sides = {SENTENCE_TABLE: sentences, UNIT_TABLE: units}
+        current = commit_snapshot(db, table, sides, build_id, ledger)
     has_ann = _has_vector_index(table)
     low.sort(key=lambda c: (c.coverage, c.doc_id))
     return IndexReport(
@@ -335,6 +356,51 @@ def _sync(
         unchanged=counts["unchanged"],
         chunks_written=counts["chunks_written"],
     )
+
+
+def _ledger(path: Path, table: Any, current: Any) -> Ledger:
+    """The digest sums of the committed snapshot a sync starts from: stored with it, or (a snapshot from
+    before ledgers) read from its tables once.
+    """
+    stored = latest_ledger(path)
+    if stored is not None:
+        return stored
+    sides = {kind: open_side_table(path, current, kind) for kind in current.tables}
+    return Ledger.of_tables(table, sides)
+
+
+def _forget(ledger: Ledger, table: Any, doc_ids: list[str], existing: dict[str, str]) -> None:
+    """Take the chunks of `doc_ids` (about to be replaced or deleted) out of the digest sums: one filtered
+    read of those documents' chunks, not of the index.
+    """
+    if not doc_ids:
+        return
+    old = table.search().where(f"doc_id IN ({_sql_list(doc_ids)})").select(["chunk_id", "text"])
+    ledger.add("chunks", chunk_rows_sum(old.limit(max(table.count_rows(), 1)).to_arrow()), sign=-1)
+    ledger.add("corpus", corpus_pairs_sum((d, existing[d]) for d in doc_ids), sign=-1)
+
+
+def new_side_rows(table: Any, rows: Any) -> Any:
+    """The rows of a batch whose key the side table does not hold yet (and, of keys the batch repeats, the
+    first): what a content-addressed insert adds, so the digest sums count exactly the rows stored.
+    """
+    import pyarrow as pa
+
+    keys = rows.column("key").to_pylist()
+    first = sorted({k: i for i, k in reversed(list(enumerate(keys)))}.values())
+    if len(first) < len(keys):
+        rows = rows.take(pa.array(first, type=pa.int64()))
+        keys = [keys[i] for i in first]
+    if table is None or not keys:
+        return rows
+    held: set[str] = set()
+    for i in range(0, len(keys), 500):
+        part = keys[i : i + 500]
+        found = table.search().where(f"key IN ({_sql_list(part)})").select(["key"]).limit(len(part) * 4).to_arrow()
+        held |= set(found.column("key").to_pylist())
+    if not held:
+        return rows
+    return rows.take(pa.array([i for i, k in enumerate(keys) if k not in held], type=pa.int64()))
 
 
 def _doc_hashes(table: Any) -> dict[str, str]:

@@ -109,10 +109,45 @@ def content_digest(table: Any) -> str:
     """sha256 over every row of a table at its checked-out version, independent of row order: each row's
     digest (vectors by their float32 bytes, other values by their JSON) sorted, then hashed together.
     """
+    h = hashlib.sha256(",".join(sorted(table.schema.names)).encode())
+    for row in sorted(_row_digests(table.to_arrow())):
+        h.update(row)
+    return h.hexdigest()
+
+
+MODULUS = 1 << 256
+"""Row digests are summed modulo 2^256: a multiset digest, independent of row order, that a sync updates by
+adding the rows it writes and subtracting the rows it removes, without reading the rest of the index."""
+
+
+def _sum(hashes: Any) -> int:
+    return sum(int.from_bytes(h, "big") for h in hashes) % MODULUS
+
+
+def chunk_rows_sum(rows: Any) -> int:
+    """The digest sum of chunk rows (an Arrow table with `chunk_id` and `text`)."""
+    ids, texts = rows.column("chunk_id").to_pylist(), rows.column("text").to_pylist()
+    return _sum(
+        hashlib.sha256(f"{c}\x1f{hashlib.sha256(t.encode()).hexdigest()}".encode()).digest()
+        for c, t in zip(ids, texts, strict=True)
+    )
+
+
+def corpus_pairs_sum(pairs: Any) -> int:
+    """The digest sum of (document id, content hash) pairs, each counted once."""
+    return _sum(hashlib.sha256(f"{d}\x1f{h}".encode()).digest() for d, h in set(pairs))
+
+
+def side_rows_sum(table: Any) -> int:
+    """The digest sum of side-table rows (an Arrow table): each row's digest as `content_digest` makes it."""
+    return _sum(_row_digests(table))
+
+
+def _row_digests(table: Any) -> list[bytes]:
     import pyarrow as pa
 
     rows: list[bytes] = []
-    for batch in table.to_arrow().to_batches():
+    for batch in table.to_batches():
         columns: list[list[bytes]] = []
         for name in sorted(batch.schema.names):
             column = batch.column(name)
@@ -123,10 +158,54 @@ def content_digest(table: Any) -> str:
             else:
                 columns.append([json.dumps(v, sort_keys=True, default=str).encode() for v in column.to_pylist()])
         rows.extend(hashlib.sha256(b"\x1f".join(parts)).digest() for parts in zip(*columns, strict=True))
-    h = hashlib.sha256(",".join(sorted(table.schema.names)).encode())
-    for row in sorted(rows):
-        h.update(row)
-    return h.hexdigest()
+    return rows
+
+
+class Ledger(BaseModel):
+    """The running digest sums of one build's tables, kept in its snapshot row, so the next sync updates
+    them with what it writes and removes (O(what changed)) instead of reading the whole index again.
+    """
+
+    chunks: int = 0
+    corpus: int = 0
+    sides: dict[str, int] = {}
+
+    def add(self, field: str, value: int, sign: int = 1) -> None:
+        """Add (or, sign -1, subtract) a digest sum to `chunks`, `corpus` or a side kind."""
+        if field in ("chunks", "corpus"):
+            setattr(self, field, (getattr(self, field) + sign * value) % MODULUS)
+        else:
+            self.sides[field] = (self.sides.get(field, 0) + sign * value) % MODULUS
+
+    def dumps(self) -> str:
+        """JSON of the sums as hex (the snapshot row's `sums`)."""
+        return json.dumps(
+            {"chunks": f"{self.chunks:064x}", "corpus": f"{self.corpus:064x}",
+             "sides": {k: f"{v:064x}" for k, v in sorted(self.sides.items())}},
+            sort_keys=True,
+        )  # fmt: skip
+
+    @classmethod
+    def loads(cls, text: str) -> Ledger:
+        """The sums of a snapshot row."""
+        raw = json.loads(text)
+        return cls(
+            chunks=int(raw["chunks"], 16),
+            corpus=int(raw["corpus"], 16),
+            sides={k: int(v, 16) for k, v in raw["sides"].items()},
+        )
+
+    @classmethod
+    def of_tables(cls, chunks: Any, sides: dict[str, Any]) -> Ledger:
+        """The sums read from the tables themselves (whole reads: an index from before ledgers, or a check)."""
+        n = max(chunks.count_rows(), 1)
+        rows = chunks.search().select(["chunk_id", "text", "doc_id", "doc_hash"]).limit(n).to_arrow()
+        pairs = zip(rows.column("doc_id").to_pylist(), rows.column("doc_hash").to_pylist(), strict=True)
+        ledger = cls(chunks=chunk_rows_sum(rows), corpus=corpus_pairs_sum(pairs))
+        for kind, table in sides.items():
+            if table is not None:
+                ledger.sides[kind] = side_rows_sum(table.to_arrow())
+        return ledger
 
 
 def _snapshot_schema() -> Any:
@@ -140,14 +219,18 @@ def _snapshot_schema() -> Any:
             pa.field("index_sha256", pa.string()),
             pa.field("corpus_sha256", pa.string()),
             pa.field("committed_utc", pa.string()),
+            pa.field("sums", pa.string()),
         ]
     )
 
 
-def commit_snapshot(db: Any, chunks: Any, sides: dict[str, Any], build_id: str) -> IndexSnapshot:
+def commit_snapshot(
+    db: Any, chunks: Any, sides: dict[str, Any], build_id: str, ledger: Ledger | None = None
+) -> IndexSnapshot:
     """Record the current versions of the chunk table `chunks` and of the side tables `sides` (by kind) as
     one snapshot, with their digests: the build's last step, after which readers see it. One LanceDB append:
-    it happens whole or not at all.
+    it happens whole or not at all. `ledger`: the digest sums the sync kept as it wrote (None: read from the
+    tables, whole); they are stored with the snapshot for the next sync.
     """
     import pyarrow as pa
 
@@ -155,15 +238,18 @@ def commit_snapshot(db: Any, chunks: Any, sides: dict[str, Any], build_id: str) 
     if unknown:
         raise CribsheetError(f"side tables {sorted(unknown)} are not declared in corpus.snapshot.SIDE_TABLES")
     refs = {kind: TableRef(name=t.name, version=int(t.version)) for kind, t in sorted(sides.items()) if t is not None}
-    h = hashlib.sha256(chunk_digest(chunks).encode())
+    ledger = ledger if ledger is not None else Ledger.of_tables(chunks, sides)
+    meta = chunks.schema.metadata or {}
+    h = hashlib.sha256(meta.get(SPEC_KEY, b"") + b"\x1e" + meta.get(BUILD_KEY, b"") + b"\x1e")
+    h.update(f"chunks\x1f{ledger.chunks:064x}".encode())
     for kind in refs:
-        h.update(f"\x1e{kind}\x1f{content_digest(sides[kind])}".encode())
+        h.update(f"\x1e{kind}\x1f{ledger.sides.get(kind, 0):064x}".encode())
     snapshot = IndexSnapshot(
         chunk_version=int(chunks.version),
         build_id=build_id,
         tables=refs,
         index_sha256=h.hexdigest(),
-        corpus_sha256=table_digest(chunks),
+        corpus_sha256=f"{ledger.corpus:064x}",
     )
     row = pa.Table.from_pylist(
         [
@@ -174,12 +260,16 @@ def commit_snapshot(db: Any, chunks: Any, sides: dict[str, Any], build_id: str) 
                 "index_sha256": snapshot.index_sha256,
                 "corpus_sha256": snapshot.corpus_sha256,
                 "committed_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "sums": ledger.dumps(),
             }
         ],
         schema=_snapshot_schema(),
     )
     if SNAPSHOT_TABLE in table_names(db):
-        db.open_table(SNAPSHOT_TABLE).add(row)
+        table = db.open_table(SNAPSHOT_TABLE)
+        if "sums" not in table.schema.names:  # a snapshot table from before ledgers: the column appended
+            table.add_columns({"sums": "CAST(NULL AS STRING)"})
+        table.add(row)
     else:
         db.create_table(SNAPSHOT_TABLE, data=row, schema=_snapshot_schema())
     return snapshot
@@ -209,6 +299,12 @@ def _from_row(row: dict[str, Any]) -> IndexSnapshot:
         index_sha256=row["index_sha256"],
         corpus_sha256=row["corpus_sha256"],
     )
+
+
+def latest_ledger(path: Path) -> Ledger | None:
+    """The digest sums stored with the latest snapshot (None: no snapshot, or one from before ledgers)."""
+    rows = _snapshot_rows(path)
+    return Ledger.loads(rows[-1]["sums"]) if rows and rows[-1].get("sums") else None
 
 
 def latest_snapshot(path: Path) -> IndexSnapshot | None:

@@ -164,3 +164,30 @@ def test_a_second_writer_is_refused(tmp_path: Path) -> None:
     build(path)
     with FileLock(str(path / WRITER_LOCK)), pytest.raises(CribsheetError, match="another `cribsheet index`"):
         build(path)
+
+
+def test_the_digests_a_sync_keeps_are_those_of_the_whole_index(tmp_path: Path) -> None:
+    """A sync updates the snapshot's digest sums with what it writes and removes, without reading the rest
+    of the index: after documents are added, changed and deleted, with sentence vectors and units shared
+    between chunks, the kept digests equal the ones read from the tables whole."""
+    from corpus.snapshot import Ledger, latest_ledger, latest_snapshot, open_side_table
+
+    path = tmp_path / "idx.lancedb"
+    opts = IndexOptions(sentence_vectors=True, batch_chunks=2)
+    shared = "Both documents end with this sentence."
+    docs = [*DOCS, _guide(), Document(id="x", title="X", text=f"The first text. {shared}")]
+    steps = [
+        docs,
+        [*docs, Document(id="y", title="Y", text=f"Another one. {shared}")],  # added
+        [*docs[:2], Document(id=docs[2].id, title=docs[2].title, text="Rewritten entirely."), *docs[3:]],
+        docs[1:],  # deleted
+    ]
+    for corpus in steps:
+        sync_index(corpus, SentenceChunker(), SpanHashEmbedder(), path, opts)
+        snap = latest_snapshot(path)
+        kept = latest_ledger(path)
+        assert snap is not None and kept is not None
+        sides = {kind: open_side_table(path, snap, kind) for kind in snap.tables}
+        whole = Ledger.of_tables(open_table(path), sides)
+        assert (kept.chunks, kept.corpus, kept.sides) == (whole.chunks, whole.corpus, whole.sides)
+    assert kept.sides and all(kept.sides.values())  # both side tables were summed
