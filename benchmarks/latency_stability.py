@@ -50,10 +50,8 @@ class Neighbour:
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen([sys.executable, "-c", BUSY])
-        self.on = True
+        self.on, self.busy_s, self._since = True, 0.0, 0.0
         self.pause()
-        self.busy_s = 0.0
-        self._since = 0.0
 
     def pause(self) -> None:
         """Stop the busy loop."""

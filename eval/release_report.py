@@ -64,7 +64,7 @@ def noise_floor_text(run: Record) -> str:
             f"latency phase: {run['probe_repeats']} blocks per probe question; no A/A figure (no uncompressed setting)"
         )
     return (
-        f"latency phase: {run['probe_repeats']} blocks per probe question, every setting timed in each; "
+        f"latency phase: {run['probe_repeats']} block(s) per probe question, every setting timed in each; "
         f"A/A noise floor {run['aa_ratio']:.3f}x [{run['aa_ci_low']:.3f}, {run['aa_ci_high']:.3f}] over "
         f"{run['aa_n']} paired probes (two identical requests; 1.000x is a steady machine)"
     )

@@ -57,6 +57,9 @@ class SequentialPlan(BaseModel):
     grid: int = Field(default=2000, ge=10)
     """Grid intervals over the difference's range for the reported bounds (the boundary is always on it, so
     the verdict is exact; the bounds are rounded outwards to the grid)."""
+    probes: int | None = Field(default=None, ge=1)
+    """Probe questions per batch whose latency the batch's run measures (the first of the batch); None: every
+    question of the batch. Fewer make each look cheaper; the latency test then grows by this many a look."""
     bet: Literal["adaptive", "mixture", "steady"] = "steady"
     """How the gamblers bet: `adaptive`, the approximate GRAPA bet from the values so far under a fixed
     truncation (decides small samples sooner); `steady` (the default), the same bet under a truncation that

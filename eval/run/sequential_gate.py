@@ -218,7 +218,10 @@ class _Sequence:
             if run_id is None or store.run_meta(run_id).status != "ok":
                 tick(f"sequential gate: batch {look} ({len(batch)} questions)", 0, 1)
                 batch_config = config.model_copy(
-                    update={"questions_path": _batch_file(folder, look, batch), "probe_questions": len(batch)}
+                    update={
+                        "questions_path": _batch_file(folder, look, batch),
+                        "probe_questions": min(len(batch), plan.probes or len(batch)),
+                    }
                 )
                 run_id = run_sweep(batch_config, components, progress).run_id
             runs.append(run_id)
