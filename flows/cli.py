@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+import flows.cli_project  # noqa: F401  (registers init and run)
 import flows.cli_results  # noqa: F401  (registers report, gate, export and dataset)
 import flows.cli_scorer  # noqa: F401
 from corpus.errors import CribsheetError

@@ -33,6 +33,7 @@ from eval.store import DuckDBStore
 from flows.artifacts import gate_state, publish_gate, publish_leaderboard, publish_looks, publish_report
 from flows.config import load_config
 from flows.progress import report
+from flows.project import Project
 
 M = TypeVar("M", bound=BaseModel)
 import_plugins(env_plugins())  # components registered outside cribsheet, for flow runs a worker starts
@@ -296,3 +297,91 @@ def demo_flow(workdir: Path, datasets_dir: Path, limit: int | None = None, full:
     report_path = report_task(config.store_path, result.run_id, workdir / "report")
     publish_report(report_path, result.run_id)
     return DemoResult(result, decisions, report_path, decided)
+
+
+@dataclass
+class ProjectResult:
+    """What `cribsheet run` did: the sweep, one decision per candidate (sequential ones too), the report."""
+
+    sweep: SweepResult
+    decisions: list[GateDecision]
+    report_path: Path
+    questions_path: Path
+
+
+@task(name="project-questions", cache_policy=NO_CACHE)
+def project_questions_task(project: Project) -> Path:
+    """The project's question file: its own, or questions generated from the corpus's structure (written
+    only when they changed, so an unchanged corpus keeps the same file and the sweep reuses its settings).
+    """
+    import json
+
+    from corpus.doc_questions import structured_questions
+    from corpus.questions import QuestionRules, take
+
+    if project.questions.path is not None:
+        if not project.questions.path.is_file():
+            raise CribsheetError(f"{project.questions.path}: question file not found (questions.path)")
+        return Path(project.questions.path)
+    docs = list(iter_documents(project.corpus, SkipLog()))
+    picked = take(structured_questions(docs, 12, QuestionRules(per_doc=2)), project.questions.generate, "corpus")
+    out = project.workdir / "questions.jsonl"
+    text = "".join(json.dumps(q.model_dump(mode="json"), sort_keys=True) + "\n" for q in picked)
+    if not out.exists() or out.read_text() != text:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(out)
+    print(f"questions: {len(picked)} generated from {len(docs)} documents -> {out}")
+    return out
+
+
+@flow(name="cribsheet-run", log_prints=True)
+def project_flow(project_file: Path) -> ProjectResult:
+    """Everything a project file says: sync the index, generate the questions unless given, sweep (reusing
+    what is unchanged), gate every compressed setting against its uncompressed twin (sequentially too when
+    the policy has a `sequential:` block), write the report.
+    """
+    from eval.gate import GatePolicy
+
+    project = Project.load(project_file)
+    index_path = project.workdir / "index.lancedb"
+    index_task(
+        IndexConfig(
+            source=project.corpus,
+            index_path=index_path,
+            embedder=project.embedder,
+            options=IndexOptions(sentence_vectors=True),
+        )
+    )
+    questions = project_questions_task(project)
+    config = SweepConfig.model_validate(
+        {
+            "index_path": index_path,
+            "questions_path": questions,
+            "store_path": project.workdir / "results.duckdb",
+            "embedder": project.embedder,
+            "grid": project.grid.model_dump(),
+            "probe_questions": project.probe_questions,
+            **({"generator": project.generator} if project.generator else {}),
+        }
+    )
+    result = sweep_task(config)
+    publish_leaderboard(result)
+    decisions = gate_each_task(config.store_path, result.run_id, project.policy)
+    if GatePolicy.load(project.policy).sequential is not None:
+        for d in list(decisions):
+            request = GateRequest(
+                store_path=config.store_path,
+                baseline=d.baseline,
+                candidate=d.candidate,
+                policy_path=project.policy,
+                until_decided=True,
+                report_path=project.workdir / "report" / f"sequential-{d.candidate}.md",
+            )
+            decisions.append(sequential_gate_task(request, config))
+    for decision in decisions:
+        publish_gate(decision)
+    report_path = report_task(config.store_path, result.run_id, project.workdir / "report")
+    publish_report(report_path, result.run_id)
+    return ProjectResult(result, decisions, report_path, questions)

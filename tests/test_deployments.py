@@ -91,6 +91,12 @@ def test_every_deployment_config_file_loads_into_its_flow_model() -> None:
     }
     spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
     for dep in spec["deployments"]:
+        if "project_file" in dep["parameters"]:  # `cribsheet run`'s file: a project, not a command's config
+            from flows.project import Project
+
+            project = Project.load(ROOT / dep["parameters"]["project_file"])
+            assert project.corpus.path.name == "wiki_vital_en.jsonl" and project.policy.is_file()
+            continue
         path = ROOT / dep["parameters"]["config_file"]
         config = load_config(models[dep["name"]], path)
         assert type(config) is models[dep["name"]]
@@ -118,7 +124,12 @@ def test_every_bundled_config_loads_into_its_model(path: Path) -> None:
     from eval.settings import SweepConfig
     from flows.config import load_config
 
+    from flows.project import Project
+
     first = path.read_text().splitlines()[0]
+    if first.startswith("# Project"):  # a `cribsheet run` project file
+        assert Project.load(path).grid.expand()
+        return
     model = next(m for m in (SweepConfig, IndexConfig, GateRequest) if first.startswith(f"# {m.__name__}"))
     config = load_config(model, path)  # a typo, an unknown compressor or a stray top-k fails here
     if isinstance(config, SweepConfig):

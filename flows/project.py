@@ -1,0 +1,174 @@
+"""A project file (`cribsheet.yaml`): one corpus, its questions, a grid, a gate policy and where the results
+go; `cribsheet init` writes one from what it finds in a corpus, `cribsheet run` does everything it says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from corpus.errors import CribsheetError
+from corpus.sources import SourceConfig
+from eval.settings import CompressionSpec, GridConfig
+
+PROJECT_FILE = "cribsheet.yaml"
+SIGNATURE = "# written by cribsheet init; sha256 of the lines above: "
+"""The last line of a file `init` wrote: an edit changes the lines above it, so `init` refuses to overwrite."""
+
+
+class QuestionsPlan(BaseModel):
+    """Where the questions come from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: Path | None = None
+    """A JSONL question file (id, question, answers, optional gold_doc_ids); None: generate them."""
+    generate: int = Field(default=300, ge=1)
+    """Questions generated from the corpus's structure when `path` is None."""
+
+
+class Project(BaseModel):
+    """What `cribsheet run` does; paths are relative to the project file's folder."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    corpus: SourceConfig
+    questions: QuestionsPlan = Field(default_factory=QuestionsPlan)
+    grid: GridConfig = Field(default_factory=lambda: default_grid())
+    policy: Path = Path("policies/gate.yaml")
+    """Gate policy; its `sequential:` block, when present, gates each candidate sequentially too."""
+    workdir: Path = Path("runs/project")
+    """Index, results store, questions and report go here."""
+    embedder: str = "minilm-l6-v2"
+    generator: dict[str, Any] = Field(default_factory=dict)
+    """The generator's config (`name`, `model`, ...); empty: the bundled SmolLM2 on vLLM."""
+    probe_questions: int = Field(default=30, ge=0)
+    """Questions whose latency every setting is timed on (the policy's `min_probes` needs as many)."""
+
+    @classmethod
+    def load(cls, path: Path) -> Project:
+        """The project file at `path`, its paths resolved against its folder; errors name the file and field."""
+        from flows.config import load_config
+
+        project = load_config(cls, Path(path), {})
+        base = Path(path).resolve().parent
+
+        def here(p: Path) -> Path:
+            return p if p.is_absolute() else base / p
+
+        questions = project.questions.model_copy(
+            update={"path": here(project.questions.path) if project.questions.path else None}
+        )
+        return project.model_copy(
+            update={
+                "corpus": project.corpus.model_copy(update={"path": here(project.corpus.path)}),
+                "questions": questions,
+                "policy": here(project.policy) if (base / project.policy).exists() else project.policy,
+                "workdir": here(project.workdir),
+            }
+        )
+
+
+def default_grid() -> GridConfig:
+    """No compression and the pruned family at top-3 and top-8, LLMLingua 4x at top-3 (at top-8 it alone
+    takes minutes a question set on a 2-core CPU).
+    """
+    return GridConfig(
+        compressions=[
+            CompressionSpec(),
+            CompressionSpec(compressor="pruned", target_ratio=4.0),
+            CompressionSpec(compressor="pruned-auto"),
+            CompressionSpec(compressor="llmlingua", target_ratio=4.0, top_ks=[3]),
+        ],
+        top_ks=[3, 8],
+    )
+
+
+def detect(path: Path) -> tuple[dict[str, int], dict[str, str]]:
+    """What a corpus holds: file counts by extension (a folder) or its format (a file), and the extension
+    mapping to read it with (a Sphinx tree's `.txt` sources as reStructuredText).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CribsheetError(f"{path}: no such folder or file")
+    if path.is_file():
+        if path.suffix.lower() not in (".jsonl", ".parquet"):
+            raise CribsheetError(f"{path}: a corpus file is .jsonl or .parquet (a folder tree is read file by file)")
+        return {path.suffix.lower(): 1}, {}
+    counts = Counter(
+        p.suffix.lower() for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.parts)
+    )
+    extensions: dict[str, str] = {}
+    if counts.get(".txt") and (any(path.rglob("conf.py")) or _looks_like_rst(path)):
+        extensions[".txt"] = "rst"  # Sphinx keeps its reStructuredText sources as .txt
+    return dict(counts.most_common()), extensions
+
+
+def _looks_like_rst(path: Path) -> bool:
+    """Whether the first .txt files read as reStructuredText (a title underlined with = or -, directives)."""
+    import re
+
+    for file in sorted(path.rglob("*.txt"))[:20]:
+        text = file.read_text(errors="replace")[:5000]
+        if re.search(r"^\S.*\n[=\-~^]{3,}\s*$", text, re.MULTILINE) or ".. " in text:
+            return True
+    return False
+
+
+def render(corpus: Path, extensions: dict[str, str], counts: dict[str, int], questions: Path | None, out: Path) -> str:
+    """The project file's text, every field commented, signed on its last line."""
+    rel = Path(_relative(corpus, out.parent))
+    name = corpus.stem or "project"
+    found = ", ".join(f"{n} {ext or '(none)'}" for ext, n in list(counts.items())[:8])
+    ext_lines = "".join(f"    {k}: {v}\n" for k, v in extensions.items()) or "    {}\n"
+    q = f"  path: {_relative(questions, out.parent)}\n" if questions else "  path: null\n"
+    body = f"""# cribsheet project: `cribsheet run {out.name}` indexes the corpus, generates or reads the questions,
+# sweeps the grid, times every setting's latency back to back, gates each compressed setting against its
+# uncompressed twin and writes the report. Paths are relative to this file. Found: {found}.
+corpus:
+  path: {rel}             # a folder tree (Markdown, reStructuredText, HTML, PDF), a .jsonl or a .parquet
+  extensions:              # file suffix -> reader, over the defaults (.txt as reStructuredText for Sphinx)
+{ext_lines}questions:
+{q}  generate: 300            # with no path: questions written from the corpus's structure (FAQ headings, API
+                           # definitions, section leads), each with the sentence that answers it
+grid:                      # what is compared: every compression at every top-k unless it names its own
+  top_ks: [3, 8]
+  compressions:
+    - {{compressor: none}}                     # the baseline each candidate is gated against
+    - {{compressor: pruned, target_ratio: 4}}  # query-aware unit selection on index-time vectors
+    - {{compressor: pruned-auto}}              # pruned, budget set by the question's coverage
+    - {{compressor: llmlingua, target_ratio: 4, top_ks: [3]}}   # query-agnostic LLMLingua
+policy: policies/gate.yaml # margins, confidence, the latency rule; a `sequential:` block gates sequentially too
+workdir: runs/{name}       # index, results store (results.duckdb), questions and report go here
+embedder: minilm-l6-v2     # the bundled all-MiniLM-L6-v2
+generator: {{}}              # empty: the bundled SmolLM2-135M on vLLM; e.g. {{name: vllm, model: /models/qwen}}
+probe_questions: 30        # questions every setting's latency is timed on (the policy's min_probes)
+"""
+    return body + SIGNATURE + hashlib.sha256(body.encode()).hexdigest() + "\n"
+
+
+def _relative(path: Path, base: Path) -> str:
+    import os
+
+    return os.path.relpath(Path(path).resolve(), Path(base).resolve())
+
+
+def edited_by_hand(path: Path) -> bool:
+    """Whether an existing project file was changed since `init` wrote it (or was not written by it)."""
+    text = Path(path).read_text(encoding="utf-8")
+    body, _, last = text.rstrip("\n").rpartition("\n")
+    if not last.startswith(SIGNATURE):
+        return True
+    return hashlib.sha256((body + "\n").encode()).hexdigest() != last.removeprefix(SIGNATURE).strip()
+
+
+def exit_code(decisions: list[Any]) -> int:
+    """1 when a candidate failed, 2 when one could not decide (or none was gated), else 0."""
+    verdicts = [d.decision for d in decisions]
+    if "fail" in verdicts:
+        return 1
+    return 2 if not verdicts or "undecided" in verdicts else 0

@@ -1,0 +1,95 @@
+"""Your own corpus in two commands: `cribsheet init` writes a project file from what it finds, `cribsheet
+run` does everything it says. The commands are the README's (a test keeps the two in step)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from flows.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+TREE = ROOT / "tests" / "data" / "docs_tree"
+
+
+def test_readme_names_the_two_commands_this_test_runs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert re.search(r"cribsheet init \S+", readme) and re.search(r"cribsheet run \S*cribsheet\.yaml", readme)
+
+
+def test_init_detects_the_tree_writes_a_commented_project_file_and_keeps_an_edited_one(tmp_path: Path) -> None:
+    runner = CliRunner()
+    tree = shutil.copytree(TREE, tmp_path / "docs")
+    project = tmp_path / "cribsheet.yaml"
+    result = runner.invoke(app, ["init", str(tree), "--out", str(project)])
+    assert result.exit_code == 0, result.output
+    assert "found in" in result.output and "3 .md" in result.output
+    text = project.read_text()
+    raw = yaml.safe_load(text)
+    assert raw["corpus"]["path"] == "docs" and raw["questions"]["path"] is None
+    assert {c["compressor"] for c in raw["grid"]["compressions"]} == {"none", "pruned", "pruned-auto", "llmlingua"}
+    assert text.count("#") > 15  # every field commented
+    again = runner.invoke(app, ["init", str(tree), "--out", str(project)])  # unedited: written again
+    assert again.exit_code == 0
+    project.write_text(text.replace("generate: 300", "generate: 20"))  # the user's edit
+    refused = runner.invoke(app, ["init", str(tree), "--out", str(project)])
+    assert refused.exit_code == 2 and "was edited" in refused.output
+    assert "generate: 20" in project.read_text()  # untouched
+    forced = runner.invoke(app, ["init", str(tree), "--out", str(project), "--force"])
+    assert forced.exit_code == 0 and "generate: 300" in project.read_text()
+
+
+def test_init_reads_a_sphinx_trees_txt_sources_as_restructuredtext(tmp_path: Path) -> None:
+    tree = tmp_path / "sphinx"
+    tree.mkdir()
+    (tree / "conf.py").write_text("project = 'x'\n")
+    (tree / "intro.txt").write_text("Intro\n=====\n\nSome text.\n")
+    result = CliRunner().invoke(app, ["init", str(tree), "--out", str(tmp_path / "p.yaml")])
+    assert result.exit_code == 0 and ".txt files read as rst" in result.output
+    assert yaml.safe_load((tmp_path / "p.yaml").read_text())["corpus"]["extensions"] == {".txt": "rst"}
+
+
+def test_init_refuses_what_is_no_corpus(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["init", str(tmp_path / "nothing-here")])
+    assert result.exit_code == 2 and "no such folder or file" in result.output
+
+
+@pytest.mark.parametrize("policy_exit", [("pass", 0), ("fail", 1)])
+def test_run_does_everything_the_project_file_says(tmp_path: Path, policy_exit: tuple[str, int]) -> None:
+    """Fast tier: the fake engine and hash embedder stand in for the models (the project file names them);
+    the index, questions, sweep, latency phase, gates and report are the real path."""
+    verdict, code = policy_exit
+    runner = CliRunner()
+    tree = shutil.copytree(TREE, tmp_path / "docs")
+    project = tmp_path / "cribsheet.yaml"
+    assert runner.invoke(app, ["init", str(tree), "--out", str(project)]).exit_code == 0
+    raw = yaml.safe_load(project.read_text())
+    margin = 1.0 if verdict == "pass" else 0.0
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({
+        "min_questions": 2, "confidence": 0.6,
+        "metrics": [{"name": "context_token_recall", "margin": margin}],
+        "latency": {"metric": "e2e_cold_s", "min_speedup": 0.01 if verdict == "pass" else 0.01, "min_probes": 2},
+    }))  # fmt: skip
+    raw |= {
+        "embedder": "hash", "generator": {"name": "fake"}, "policy": "policy.yaml", "probe_questions": 3,
+        "grid": {"top_ks": [2], "compressions": [{"compressor": "none"}, {"compressor": "halving", "target_ratio": 2}]},
+        "questions": {"path": None, "generate": 12},
+    }  # fmt: skip
+    project.write_text(yaml.safe_dump(raw))
+    result = runner.invoke(app, ["run", str(project)])
+    assert result.exit_code == code, result.output
+    assert "halving-2x-k2-hybrid-dense vs none-k2-hybrid-dense:" in result.output
+    assert "latency noise floor (A/A)" in result.output and "report:" in result.output
+    workdir = tmp_path / raw["workdir"]
+    assert (workdir / "report" / "report.html").is_file() and (workdir / "questions.jsonl").is_file()
+    with duckdb.connect(str(workdir / "results.duckdb"), read_only=True) as con:
+        (settings,) = con.execute("SELECT count(DISTINCT setting_hash) FROM samples").fetchone() or (0,)
+        (slots,) = con.execute("SELECT count(*) FROM latency_slots").fetchone() or (0,)
+    assert settings == 2 and slots == 3 * 3  # 3 probe questions x (2 settings + the baseline's twin)
