@@ -137,12 +137,17 @@ def run_on_ray(
                     submit(worker)
             return warm, precision
         finally:
-            for worker in workers:
-                try:
-                    ray.get(worker.close.remote(), timeout=120)
-                except Exception:  # a dead worker has nothing left to close
-                    pass
-                ray.kill(worker)
+            _close(ray, workers)
+
+
+def _close(ray: Any, workers: list[Any]) -> None:
+    """Stop every worker's engines, then the actor (a dead worker has nothing left to close)."""
+    for worker in workers:
+        try:
+            ray.get(worker.close.remote(), timeout=120)
+        except Exception:
+            pass
+        ray.kill(worker)
 
 
 def measure_on_ray(
@@ -189,11 +194,6 @@ def measure_on_ray(
                     for qid in dict.fromkeys(r.question_id for r in rows):
                         store.add_slots([r for r in rows if r.question_id == qid], owner)
             finally:
-                for worker in workers:
-                    try:
-                        ray.get(worker.close.remote(), timeout=120)
-                    except Exception:  # a dead worker has nothing left to close
-                        pass
-                    ray.kill(worker)
+                _close(ray, workers)
     store.summarise_latency(run_id, owner)
     return session

@@ -6,27 +6,13 @@ never span two runs or two measurement sessions.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import Any
 
-from eval.store.lifecycle import LATENCY_COLUMNS, Owner, Record, check_owner
+from eval.store.lifecycle import LATENCY_COLUMNS, Owner, Record, StorePart, check_owner
 from eval.store.rows import LatencySlotRow
 
 
-class LatencyStore:
-    """Mixed into `DuckDBStore`, which provides `transaction` and `query`."""
-
-    def transaction(self) -> AbstractContextManager[Any]:  # pragma: no cover - provided by the store
-        """All or nothing."""
-        raise NotImplementedError
-
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Record]:  # pragma: no cover
-        """Rows of a read query as dicts."""
-        raise NotImplementedError
-
-    @staticmethod
-    def _insert(con: Any, table: str, rows: Any) -> None:  # pragma: no cover - provided by the store
-        raise NotImplementedError
+class LatencyStore(StorePart):
+    """The latency phase's part of the store, mixed into `DuckDBStore`."""
 
     def add_slots(self, rows: Sequence[LatencySlotRow], owner: Owner | None = None) -> None:
         """One block's slots (every setting of one probe question, every repeat), together or not at all; a

@@ -78,8 +78,8 @@ class Claimed:
     """Stage times the earlier attempts recorded (a failed attempt records them; a killed one cannot)."""
 
 
-class RunLifecycle:
-    """Mixed into `DuckDBStore`, which provides `transaction` and `query`."""
+class StorePart:
+    """Base of the store's parts mixed into `DuckDBStore`, which provides `transaction`, `query`, `_insert`."""
 
     def transaction(self) -> AbstractContextManager[Any]:  # pragma: no cover - provided by the store
         """All or nothing."""
@@ -92,6 +92,10 @@ class RunLifecycle:
     @staticmethod
     def _insert(con: Any, table: str, rows: Any) -> None:  # pragma: no cover - provided by the store
         raise NotImplementedError
+
+
+class RunLifecycle(StorePart):
+    """The run lifecycle, mixed into `DuckDBStore`."""
 
     def claim(
         self,
