@@ -324,7 +324,11 @@ def project_questions_task(project: Project) -> Path:
             raise CribsheetError(f"{project.questions.path}: question file not found (questions.path)")
         return Path(project.questions.path)
     docs = list(iter_documents(project.corpus, SkipLog()))
-    picked = take(structured_questions(docs, 12, QuestionRules(per_doc=2)), project.questions.generate, "corpus")
+    found = structured_questions(docs, 12, QuestionRules(per_doc=2))
+    if not found:
+        raise CribsheetError(f"{project.corpus.path}: no question could be written from this corpus; give a file")
+    # A small tree supports fewer questions than asked for: all of them, and the line below says how many.
+    picked = take(found, min(project.questions.generate, len(found)), "corpus")
     out = project.workdir / "questions.jsonl"
     text = "".join(json.dumps(q.model_dump(mode="json"), sort_keys=True) + "\n" for q in picked)
     if not out.exists() or out.read_text() != text:

@@ -123,7 +123,6 @@ def test_every_bundled_config_loads_into_its_model(path: Path) -> None:
     from eval.gate import GateRequest
     from eval.settings import SweepConfig
     from flows.config import load_config
-
     from flows.project import Project
 
     first = path.read_text().splitlines()[0]

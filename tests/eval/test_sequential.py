@@ -77,7 +77,7 @@ def test_a_clear_winner_passes_well_before_the_budget() -> None:
     looks = metric_looks(base, cand, 0.03, ALPHAS, PLAN, "answer_contains")
     assert looks[-1].verdict == "pass" and looks[-1].n <= 300
     assert all(look.verdict == "continue" for look in looks[:-1])
-    assert looks[-1].lower >= -0.03 and looks[-1].lower < looks[-1].estimate < looks[-1].upper
+    assert looks[-1].lower >= -0.03 - 1e-9 and looks[-1].lower < looks[-1].estimate < looks[-1].upper  # on the grid
     assert [look.n for look in looks] == list(range(10, looks[-1].n + 1, 10))
 
 

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+import tests.fakes  # noqa: F401  (registers the fake engine, hash embedder and halving compressor)
 from flows.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,4 +93,4 @@ def test_run_does_everything_the_project_file_says(tmp_path: Path, policy_exit: 
     with duckdb.connect(str(workdir / "results.duckdb"), read_only=True) as con:
         (settings,) = con.execute("SELECT count(DISTINCT setting_hash) FROM samples").fetchone() or (0,)
         (slots,) = con.execute("SELECT count(*) FROM latency_slots").fetchone() or (0,)
-    assert settings == 2 and slots == 3 * 3  # 3 probe questions x (2 settings + the baseline's twin)
+    assert settings == 2 and slots == 3 * 3 * 3  # 3 probe questions x 3 blocks x (2 settings + the twin)
