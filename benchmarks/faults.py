@@ -528,9 +528,10 @@ def probes_on_shared_passages(s: Suite) -> Row:
 
 def noisy_neighbour(s: Suite) -> Row:
     """Two CPU-bound processes switched on and off on a seeded schedule through a whole sweep (on 2 cores they
-    slow the engine by about a third while on). The latency phase times both settings of a pair in one block,
-    so the gate reads the same verdicts as in a quiet run of the same grid, latency included: a policy that
-    demands 1.5x, which halving's about 1.9x clears quietly and a ratio read across a load change would not.
+    slow the engine to about a third while on). The latency phase times both settings of a pair in one block,
+    so the gate reads the same verdicts as in a quiet run of the same grid, latency decided in both: halving
+    must hold the baseline's speed (it is about 1.1x faster), which a ratio read across a load change would
+    not show (the load makes one side up to 3x slower).
     """
     import random
     import threading
@@ -543,24 +544,24 @@ def noisy_neighbour(s: Suite) -> Row:
     policy = GatePolicy(
         min_questions=4,
         metrics=[MetricRule(name="answer_contains", margin=1.0, advisory=True)],
-        latency=LatencyRule(min_speedup=1.5, min_probes=4),
+        latency=LatencyRule(min_speedup=1.0, tolerance=0.05, min_probes=4),
     )
     policy_path = s.work / "policy.json"
     policy_path.write_text(policy.model_dump_json())
 
     def verdicts(store: str, noisy: bool) -> tuple[dict[str, Any], float | None]:
-        config = s.config(store, probe_questions=4).model_copy(update={"probe_repeats": 3})
+        config = s.config(store, probe_questions=4).model_copy(update={"probe_repeats": 5})
         config = config.model_copy(update={"generator": config.generator.model_copy(update={"name": "fake-cpu"})})
         busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)] if noisy else []
         stop = threading.Event()
 
-        def schedule() -> None:  # on 0.05-0.3 s, off 0.05-0.3 s, from a fixed seed
+        def schedule() -> None:  # on 1-3 s, off 1-3 s, from a fixed seed (a block takes about 1 s)
             rng = random.Random(20261204)
             while not stop.is_set():
                 for sig in (signal.SIGCONT, signal.SIGSTOP):
                     for p in busy:
                         os.kill(p.pid, sig)
-                    if stop.wait(rng.uniform(0.05, 0.3)):
+                    if stop.wait(rng.uniform(1.0, 3.0)):
                         return
 
         switcher = threading.Thread(target=schedule, daemon=True)
@@ -583,7 +584,7 @@ def noisy_neighbour(s: Suite) -> Row:
     quiet, quiet_aa = verdicts("quiet.duckdb", noisy=False)
     noisy, noisy_aa = verdicts("noisy.duckdb", noisy=True)
     same = {k: v for k, v in quiet.items() if k != "speed-ups"} == {k: v for k, v in noisy.items() if k != "speed-ups"}
-    decided = all(v[1] is not None for k, v in quiet.items() if k != "speed-ups")
+    decided = all(v[1] in ("pass", "fail") for k, v in quiet.items() if k != "speed-ups")  # latency decided
     observed = f"quiet {quiet} (A/A {quiet_aa}); noisy {noisy} (A/A {noisy_aa})"
     holds = same and decided and bool(quiet)
     return (

@@ -117,7 +117,7 @@ class CpuBoundGenerator(ExtractingGenerator):
     clock, so another process on the same cores slows it as it slows a CPU engine's prefill."""
 
     name = "fake-cpu"
-    LOOPS_PER_WORD = 4000
+    LOOPS_PER_WORD = 40_000
 
     def probe(self, prompt: str, json_schema: dict[str, Any] | None = None) -> Probe:
         p = super().probe(prompt, json_schema)
