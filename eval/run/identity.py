@@ -179,8 +179,6 @@ def code_sha256(root: Path | None = None, plugins: Sequence[str] = ()) -> str:
     `CRIBSHEET_PLUGINS` names): the code version, whether the files are tracked, untracked, or installed
     without git.
     """
-    import importlib.util
-
     base = root or Path(__file__).resolve().parents[2]
     h = hashlib.sha256()
     for package in PACKAGES:
@@ -188,8 +186,7 @@ def code_sha256(root: Path | None = None, plugins: Sequence[str] = ()) -> str:
             h.update(path.relative_to(base).as_posix().encode() + b"\x1f")
             h.update(path.read_bytes() + b"\x1e")
     for name in sorted(set(plugins)):
-        spec = importlib.util.find_spec(name)
-        origin = Path(spec.origin) if spec is not None and spec.origin else None
+        origin = _module_file(name)
         files = (
             [] if origin is None else sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
         )
@@ -206,6 +203,23 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _module_file(name: str) -> Path | None:
+    """The source file of module `name`: the loaded module's (a script's `__main__` included), else the one
+    an import would load; None when there is none (a module made at run time).
+    """
+    import importlib.util
+    import sys
+
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None):
+        return Path(str(loaded.__file__))
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    return Path(spec.origin) if spec is not None and spec.origin and spec.origin != "built-in" else None
 
 
 def sweep_plugin_modules(config: SweepConfig) -> list[str]:
