@@ -122,7 +122,7 @@ class CpuBoundGenerator(ExtractingGenerator):
     def probe(self, prompt: str, json_schema: dict[str, Any] | None = None) -> Probe:
         p = super().probe(prompt, json_schema)
         start = time.perf_counter()
-        for _ in range(self.LOOPS_PER_WORD * p.prompt_tokens):
+        for _ in range(self.LOOPS_PER_WORD * (p.prompt_tokens - p.cached_tokens)):  # prefill: the uncached words
             pass
         return p.model_copy(update={"ttft_s": time.perf_counter() - start})
 
