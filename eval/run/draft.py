@@ -101,18 +101,6 @@ class JudgmentPart(Part):
     faithfulness_model: float | None = None
 
 
-class ProbePart(Part):
-    """The prompt run alone after a cache reset: the latency truth."""
-
-    probe_ttft_s: float | None = None
-    probe_prefill_s: float | None = None
-    probe_decode_s: float | None = None
-    probe_cached_tokens: int | None = None
-    e2e_latency_s: float | None = None
-    e2e_cold_s: float | None = None
-    e2e_paid_s: float | None = None
-
-
 class CitationPart(Part):
     """A cited-json answer: whether it followed the schema, its citations and how right they are."""
 
@@ -141,7 +129,6 @@ class SampleDraft:
     generation: GenerationPart | None = None
     scores: AnswerScores | None = None
     judgment: JudgmentPart | None = None
-    probe: ProbePart | None = None
     citation: CitationPart | None = None
     cache: CachePart | None = None
     passage_docs: list[str | None] | None = None
@@ -173,7 +160,6 @@ class SampleDraft:
             self.generation,
             self.scores,
             self.judgment,
-            self.probe,
             self.citation,
             self.cache,
         ):

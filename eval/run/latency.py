@@ -42,6 +42,11 @@ def probe_questions(questions: Sequence[Question], n: int) -> list[Question]:
     return sorted(questions, key=lambda q: hashlib.sha256(q.id.encode()).hexdigest())[:n]
 
 
+def baseline_indices(settings: Sequence[Setting]) -> list[int]:
+    """Indices of the uncompressed settings: the ones with an A/A twin in every block."""
+    return [i for i, s in enumerate(settings) if s.compressor == "none"]
+
+
 def block_order(
     n_settings: int, baselines: Sequence[int], question_id: str, repeat: int, seed: int
 ) -> list[tuple[int, int]]:
@@ -141,7 +146,7 @@ class LatencyPhase:
     @property
     def baselines(self) -> list[int]:
         """Indices of the settings without compression: each is measured twice per block (the A/A twin)."""
-        return [i for i, s in enumerate(self.settings) if s.compressor == "none"]
+        return baseline_indices(self.settings)
 
     def warm_up(self, question: Question) -> None:
         """One discarded request per setting, so loading a model, a lazy index or the allocator's first growth

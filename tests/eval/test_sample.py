@@ -13,11 +13,11 @@ from eval.run.draft import (
     CompressionPart,
     GenerationPart,
     JudgmentPart,
-    ProbePart,
     RetrievalPart,
     SampleDraft,
     SampleKey,
 )
+from eval.store.lifecycle import LATENCY_COLUMNS
 from eval.store.rows import SampleRow
 
 PARTS = (
@@ -27,7 +27,6 @@ PARTS = (
     GenerationPart,
     AnswerScores,
     JudgmentPart,
-    ProbePart,
     CitationPart,
     CachePart,
 )
@@ -59,7 +58,7 @@ def test_misspelled_fields_fail_loudly() -> None:
         SampleRow.model_validate(_key().model_dump() | {"status": "ok", "ttft": 0.1})
     draft = SampleDraft(key=_key(), retrieval=RetrievalPart())
     with pytest.raises(AttributeError):
-        draft.probee = ProbePart()  # type: ignore[attr-defined]
+        draft.probee = CompressionPart()  # type: ignore[attr-defined]
     with pytest.raises(ValidationError, match="frozen"):
         draft.retrieval.gold_rank = 3  # type: ignore[misc]
 
@@ -69,7 +68,7 @@ def test_parts_cover_exactly_the_sample_columns() -> None:
     assert len(fields) == len(set(fields)), "two parts define the same column"
     # status and error follow the parts; reused_from_run is set only when the store copies a stored row; the
     # latency phase's summary columns are written by the store from the slots.
-    store_written = {"status", "error", "reused_from_run", "offline_s", "latency_n", "latency_session"}
+    store_written = {"status", "error", "reused_from_run"} | set(LATENCY_COLUMNS)
     assert set(fields) | store_written == set(SampleRow.model_fields)
     assert set(AnswerScores.model_fields) == set(METRICS)
 
