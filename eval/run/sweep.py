@@ -17,7 +17,15 @@ from corpus.models import Question
 from eval.engine.generator import WarmReport
 from eval.metrics import cohen_kappa
 from eval.run.identity import setting_models_sha256
-from eval.run.latency import LatencyPhase, LiveRequest, NoiseFloor, measure_run, noise_floor, probe_questions
+from eval.run.latency import (
+    LatencyPhase,
+    LiveRequest,
+    NoiseFloor,
+    baseline_indices,
+    measure_run,
+    noise_floor,
+    probe_questions,
+)
 from eval.run.probes import fit_prefill
 from eval.run.provenance import new_run_id, question_rows, run_row, setting_rows
 from eval.run.resume import Heartbeat, claim_run, reuse_settings
@@ -206,9 +214,7 @@ class _Sweep:
                 self.ray, self._pinned(), self.run_id, self.questions, n_candidates, settings, self.store,
                 self.heartbeat.owner,
             )  # fmt: skip
-            return noise_floor(
-                self.store, self.run_id, [h for s, h in zip(settings, hashes, strict=True) if s.compressor == "none"]
-            )
+            return noise_floor(self.store, self.run_id, [hashes[i] for i in baseline_indices(settings)])
         runner = self._runner(settings, n_candidates)
         phase = LatencyPhase(
             LiveRequest(runner.comps, runner.layout, runner.prefix, n_candidates),
