@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 import time
@@ -55,6 +56,9 @@ from corpus.table import (
 )
 
 WRITER_LOCK = ".cribsheet-writer.lock"
+KEEP_VERSIONS = dt.timedelta(days=36_500)
+"""A sync's compaction removes no earlier version (LanceDB's default removes those older than 7 days, which a
+stored run may still name): only `cribsheet reclaim` (`corpus.reclaim`) removes versions."""
 
 __all__ = [
     "REPORT_FILE",
@@ -95,8 +99,8 @@ def sync_index(
     latest committed snapshot or a pinned one, never a table half-written. A first build (or a changed
     embedder/chunker, `rebuild`, or a full build that was interrupted) streams every batch into one write of
     a new version of the chunk table, with a new build id and side tables of its own: the previous build
-    stays whole and readable (a sweep pinned to it finishes on it) until LanceDB's cleanup removes chunk
-    versions older than 7 days, and version numbers never restart. An incremental sync commits each batch
+    stays whole and readable (a sweep pinned to it finishes on it) until `cribsheet reclaim` removes the
+    builds no kept snapshot needs (a sync itself removes no version), and version numbers never restart. An incremental sync commits each batch
     with one atomic merge (a document's old chunks are replaced in the same commit that adds its new ones);
     a crash leaves the last committed snapshot as it was and the next sync picks up where it stopped. One
     writer at a time: a second `sync_index` on the same folder is refused while the first holds its lock.
@@ -121,7 +125,7 @@ def sync_index(
     started = time.perf_counter()
     path = Path(path)
     created = not path.exists()
-    with _writer_lock(path):
+    with writer_lock(path):
         current = latest_snapshot(path)
         interrupted = _interrupted_build(path, current)
         existing = _existing_spec(path, current)
@@ -159,7 +163,7 @@ def sync_index(
 
 
 @contextmanager
-def _writer_lock(path: Path) -> Iterator[None]:
+def writer_lock(path: Path) -> Iterator[None]:
     """The index folder's writer lock (a file inside it): a second writer is refused at once, folder named."""
     from filelock import FileLock, Timeout
 
@@ -441,8 +445,8 @@ def _refresh_indices(table: Any, n_chunks: int, opts: IndexOptions, compact: boo
             "HNSW_SQ": kinds.HnswSq,
         }[opts.ann_index_type](distance_type="cosine")
         table.create_index("vector", config=config, replace=True)
-    if compact:
-        table.optimize()  # folds new rows into the FTS/ANN indices and compacts small fragments
+    if compact:  # folds new rows into the FTS/ANN indices and compacts small fragments; removes no version
+        table.optimize(cleanup_older_than=KEEP_VERSIONS)
 
 
 def _has_vector_index(table: Any) -> bool:

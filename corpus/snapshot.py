@@ -328,12 +328,37 @@ def read_snapshot(path: Path, version: int | None = None) -> IndexSnapshot:
         return _from_row(rows[-1])
     for row in reversed(rows):
         if row["chunk_version"] == version:
-            return _from_row(row)
+            snapshot = _from_row(row)
+            gone = missing_tables(path, snapshot)
+            if gone:
+                raise CribsheetError(
+                    f"{path}: snapshot of chunk version {version} (build {snapshot.build_id or 'first'}, committed "
+                    f"{row['committed_utc']}) was reclaimed ({', '.join(gone)} gone); "
+                    f"use the latest snapshot (chunk version {rows[-1]['chunk_version']}) instead"
+                )
+            return snapshot
     committed = ", ".join(str(r["chunk_version"]) for r in rows[-5:])
     raise CribsheetError(
         f"{path}: chunk table version {version} is not a committed snapshot (a build in progress or interrupted?); "
         f"the latest committed: {committed}"
     )
+
+
+def missing_tables(path: Path, snapshot: IndexSnapshot) -> list[str]:
+    """The tables of `snapshot` (chunk table and side tables, each at its pinned version) that are no longer in
+    the index folder at `path`: empty for a whole snapshot; a reclaimed one (`corpus.reclaim`) names what went.
+    """
+    import lancedb
+
+    db = lancedb.connect(str(path))
+    present = set(table_names(db))
+    gone: list[str] = []
+    for name, version in [(TABLE, snapshot.chunk_version), *((r.name, r.version) for r in snapshot.tables.values())]:
+        if name not in present:
+            gone.append(f"table {name}")
+        elif version not in {int(v["version"]) for v in db.open_table(name).list_versions()}:
+            gone.append(f"{name} version {version}")
+    return gone
 
 
 def open_side_table(path: Path, snapshot: IndexSnapshot, kind: str) -> Any:

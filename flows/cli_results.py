@@ -1,4 +1,5 @@
-"""Commands over data and stored results: the bundled `dataset`, `questions`, `report`, `gate`, `export`."""
+"""Commands over data and stored results: the bundled `dataset`, `questions`, `report`, `gate`, `export`,
+`reclaim`."""
 
 from __future__ import annotations
 
@@ -201,3 +202,37 @@ def export(
     for path in written:
         out.print(str(path))
     show_path(parquet)
+
+
+@app.command()
+def reclaim(
+    index_path: Annotated[Path, typer.Option("--index", help="LanceDB index folder.")],
+    store: Annotated[
+        list[Path], typer.Option(help="Results store whose runs' snapshots are kept; repeat (none: only the latest).")
+    ] = [],  # noqa: B006
+    keep_last: Annotated[int, typer.Option(help="The latest snapshots kept whatever the stores name.")] = 1,
+) -> None:
+    """Remove the index builds older than what any stored run needs (chunk versions and side tables together)."""
+    from corpus.reclaim import reclaim_index
+    from eval.store import DuckDBStore
+
+    try:
+        keep: set[int] = set()
+        for path in store:
+            if not path.exists():
+                raise CribsheetError(f"{path}: no results store here")
+            keep |= DuckDBStore(path, read_only=True).index_versions(index_path)
+        rep = reclaim_index(index_path, keep, keep_last)
+    except CribsheetError as exc:
+        fail(str(exc))
+    if not store:
+        out.print("no --store named: only the latest snapshots are kept", highlight=False)
+    if rep.unknown_versions:
+        out.print(f"runs name versions that are no committed snapshot here: {rep.unknown_versions}", highlight=False)
+    trimmed = sum(rep.trimmed_tables.values())
+    out.print(
+        f"kept snapshots {rep.kept_snapshots}; removed {len(rep.removed_versions)} chunk versions, "
+        f"{len(rep.dropped_tables)} side tables and {trimmed} side-table versions",
+        highlight=False,
+    )
+    show_path(index_path)

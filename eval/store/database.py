@@ -225,6 +225,18 @@ class DuckDBStore(RunLifecycle, LatencyStore):
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
+    def index_versions(self, index_path: Path) -> set[int]:
+        """Chunk versions of the index at `index_path` that a stored run names (the snapshots a reclaim keeps);
+        a run's path is matched as written and resolved.
+        """
+        wanted = {str(index_path), str(Path(index_path).resolve())}
+        rows = self.query("SELECT DISTINCT index_path, index_version FROM runs WHERE index_version IS NOT NULL")
+        return {
+            int(r["index_version"])
+            for r in rows
+            if r["index_path"] in wanted or str(Path(r["index_path"]).resolve()) in wanted
+        }
+
     def latest_run(self) -> str | None:
         """Id of the most recently started run that stored a sample (a run that failed before its first
         setting has nothing to show); the most recent run when none did.
