@@ -1,5 +1,4 @@
-"""Commands over data and stored results: the bundled `dataset`, `questions`, `report`, `gate`, `export`,
-`reclaim`."""
+"""Commands over data and stored results: `dataset`, `questions`, `report`, `gate`, `export`, `reclaim`."""
 
 from __future__ import annotations
 

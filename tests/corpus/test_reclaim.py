@@ -17,8 +17,8 @@ from corpus.models import Document
 from corpus.reclaim import reclaim_index
 from corpus.sentences import SentenceVectors
 from corpus.snapshot import latest_snapshot, read_snapshot, table_names
-from tests.corpus.test_snapshot import DOCS, SENTENCE, build
 from tests.corpus.test_sentences import SpanHashEmbedder, _guide
+from tests.corpus.test_snapshot import DOCS, SENTENCE, build
 
 
 def _chunks_at(path: Path, version: int) -> list[dict[str, object]]:
