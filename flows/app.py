@@ -49,7 +49,17 @@ def prepare_environment() -> None:
 
     os.environ.setdefault("PREFECT_HOME", str(default_cache_dir() / "prefect"))
     # Prefect creates only the last folder of its home; on a fresh machine the cache folder is missing too.
-    Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
+    home = Path(os.environ["PREFECT_HOME"]).expanduser()
+    home.mkdir(parents=True, exist_ok=True)
+    # Prefect 3 derives these two paths from ~/.prefect whatever PREFECT_HOME says (its nested settings' defaults
+    # never see the home): without a ~/.prefect, its temporary server printed a warning between our lines that
+    # it could not write its memo store, and flow results were written under the user's home, not this one.
+    for names, path in (
+        (("PREFECT_SERVER_MEMO_STORE_PATH", "PREFECT_MEMO_STORE_PATH"), home / "memo_store.toml"),
+        (("PREFECT_RESULTS_LOCAL_STORAGE_PATH", "PREFECT_LOCAL_STORAGE_PATH"), home / "storage"),
+    ):
+        if not any(name in os.environ for name in names):  # either spelling the user set wins
+            os.environ[names[0]] = str(path)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # A fresh PREFECT_HOME migrates its database on the first start: on 2 busy cores that can pass 20 s.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")

@@ -95,6 +95,32 @@ def test_fresh_machine_without_cache_folder(tmp_path: Path) -> None:
     assert (tmp_path / "not" / "there" / "yet" / "prefect").is_dir()
 
 
+def test_no_prefect_chatter_on_a_machine_without_a_prefect_folder(tmp_path: Path) -> None:
+    """A home without ~/.prefect: Prefect's temporary server warned between our lines that it could not write
+    its memo store there, and the flow's results landed in ~/.prefect. The gate starts that server, then
+    refuses the unknown setting: its one error line is all the output, and nothing lands in the home.
+    """
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env |= {"HOME": str(home), "CRIBSHEET_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run(
+        [*CLI, "gate", "--store", str(tmp_path / "r.duckdb"), "--baseline", "a", "--candidate", "b"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert "memo_store" not in proc.stdout + proc.stderr
+    assert [line for line in proc.stderr.splitlines() if line.strip()] == [
+        "error: setting 'a' not found in any run; known: none"
+    ], proc.stderr
+    assert (tmp_path / "cache" / "prefect" / "memo_store.toml").is_file()  # the server did start and write it
+    assert not list(home.iterdir())
+
+
 def test_seconds_are_printed_for_people() -> None:
     from flows.terminal import seconds as _seconds
 

@@ -73,3 +73,25 @@ def test_flows_under_test_run_in_their_own_prefect_home_with_room_for_its_server
     assert PREFECT_HOME.value() == Path(os.environ["PREFECT_HOME"]) != Path.home() / ".prefect"
     assert PREFECT_HOME.value().name.startswith("cribsheet-test-prefect-")
     assert PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value() == 180
+
+
+def test_prefects_memo_store_and_result_storage_lie_in_the_prefect_home_the_cli_creates(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Prefect derives both paths from ~/.prefect whatever PREFECT_HOME says; the CLI puts them in its home."""
+    import os
+
+    from flows.app import prepare_environment
+
+    fresh = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    monkeypatch.setattr(os, "environ", fresh | {"CRIBSHEET_CACHE": str(tmp_path / "cache")})
+    prepare_environment()
+    home = tmp_path / "cache" / "prefect"
+    assert os.environ["PREFECT_HOME"] == str(home) and home.is_dir()
+    assert os.environ["PREFECT_SERVER_MEMO_STORE_PATH"] == str(home / "memo_store.toml")
+    assert os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] == str(home / "storage")
+
+    mine = str(tmp_path / "mine.toml")  # a user's own setting, in either of Prefect's spellings, wins
+    monkeypatch.setattr(os, "environ", fresh | {"PREFECT_HOME": str(home), "PREFECT_MEMO_STORE_PATH": mine})
+    prepare_environment()
+    assert os.environ["PREFECT_MEMO_STORE_PATH"] == mine and "PREFECT_SERVER_MEMO_STORE_PATH" not in os.environ
