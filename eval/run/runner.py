@@ -5,10 +5,14 @@ sharded sweep computes exactly what a single-process one does.
 
 from __future__ import annotations
 
+import pickle
+import sqlite3
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import TypeVar
 
 from corpus.models import Hit, Question
@@ -56,9 +60,8 @@ class SettingRunner:
     n_candidates: int
     tick: Progress = field(default=lambda stage, done, total: None)
     stages: dict[str, float] = field(default_factory=dict)
-    candidates: dict[tuple[str, str], list[Hit]] = field(default_factory=dict)
-    ranked: dict[tuple[str, str, str], list[Hit]] = field(default_factory=dict)
-    """(retrieval mode, reranker, question id) -> reranked candidates."""
+    ranked: RankedLists = field(default_factory=lambda: RankedLists())
+    """(retrieval mode, reranker, question id) -> reranked candidates, on disk (memory flat in the questions)."""
     retrieve_s: dict[tuple[str, str], float] = field(default_factory=dict)
     rerank_s: dict[tuple[str, str, str], float] = field(default_factory=dict)
     prefix: str = ""
@@ -94,8 +97,7 @@ class SettingRunner:
         if self.layout is None or self.checker is None:
             raise RuntimeError("SettingRunner.warm() must run before compute()")
         before = dict(self.stages)
-        self.timed("retrieve", partial(self.retrieve, setting.retrieval))
-        self.timed("rerank", partial(self.rerank, setting.retrieval, setting.reranker))
+        self.rank(setting.retrieval, setting.reranker)
         name, generator, checker = setting.name, self.comps.generator, self.checker
         stage = f"setting {index}/{total} {name}"
         self.tick(stage, 0, len(self.questions))  # starts the stage's clock
@@ -127,25 +129,27 @@ class SettingRunner:
         ids, texts = [q.id for q in self.questions], [q.question for q in self.questions]
         return cache_hits(ids, lambda i: embed(texts[i]), threshold, texts, question_guard(embedder.embed_query))
 
-    def retrieve(self, mode: RetrievalMode) -> None:
-        """`n_candidates` per question for retrieval `mode`, once per runner."""
-        if any((mode, q.id) in self.candidates for q in self.questions[:1]):
+    def rank(self, mode: RetrievalMode, name: str) -> None:
+        """`n_candidates` per question for retrieval `mode`, reranked by `name`: once per runner, mode and
+        reranker; every setting takes a prefix of the same list. A question's candidates live only while it
+        is reranked (their stored vectors are what the reranker reads), and the ranked list goes to disk
+        without them: a sweep's memory does not grow with its question count.
+        """
+        if self.questions and self.ranked.has((mode, name, self.questions[0].id)):
             return
+        stage = "retrieve" if (mode, self.questions[0].id) not in self.retrieve_s else f"retrieve again ({name})"
         for i, q in enumerate(self.questions, start=1):
             start = time.perf_counter()
-            self.candidates[mode, q.id] = self.comps.retriever.retrieve(q.question, self.n_candidates, mode)
-            self.retrieve_s[mode, q.id] = time.perf_counter() - start
-            self.tick(f"retrieve ({mode})", i, len(self.questions))
-
-    def rerank(self, mode: str, name: str) -> None:
-        """Rerank once per question, mode and reranker; every setting takes a prefix of the same list."""
-        if any((mode, name, q.id) in self.ranked for q in self.questions[:1]):
-            return
-        for i, q in enumerate(self.questions, start=1):
+            candidates = self.comps.retriever.retrieve(q.question, self.n_candidates, mode)
+            self.retrieve_s.setdefault((mode, q.id), time.perf_counter() - start)
             start = time.perf_counter()
-            self.ranked[mode, name, q.id] = self.comps.rerankers[name].rerank(q.question, self.candidates[mode, q.id])
+            ranked = self.comps.rerankers[name].rerank(q.question, candidates)
             self.rerank_s[mode, name, q.id] = time.perf_counter() - start
-            self.tick(f"rerank ({name})", i, len(self.questions))
+            self.ranked.put((mode, name, q.id), ranked)
+            self.stages["retrieve"] = self.stages.get("retrieve", 0.0) + self.retrieve_s[mode, q.id]
+            self.stages["rerank"] = self.stages.get("rerank", 0.0) + self.rerank_s[mode, name, q.id]
+            self.tick(f"{stage} and rerank ({mode}, {name})", i, len(self.questions))
+        self.ranked.commit()
 
     def prepare(
         self, setting: Setting, layout: PromptLayout, served: dict[str, CacheHit] | None = None
@@ -164,13 +168,14 @@ class SettingRunner:
                 drafts.append(SampleDraft(key=sample, retrieval=RetrievalPart(), gold_docs=list(q.gold_doc_ids)))
                 continue
             key = (setting.retrieval, setting.reranker, q.id)
-            hits = self.ranked[key][: setting.top_k]
+            ranked = self.ranked.get(key)
+            hits = ranked[: setting.top_k]
             draft = SampleDraft(
                 key=sample,
                 retrieval=RetrievalPart(
                     retrieve_seconds=self.retrieve_s[setting.retrieval, q.id],
                     rerank_seconds=self.rerank_s[key],
-                    **retrieval_scores(self.ranked[key], q.gold_doc_ids, setting.top_k),
+                    **retrieval_scores(ranked, q.gold_doc_ids, setting.top_k),
                 ),
             )
             drafts.append(draft)
@@ -204,6 +209,50 @@ class SettingRunner:
             self.tick(f"compress {setting.name}", i, len(self.questions))
         compressor.flush()  # one LanceDB commit per setting, not one per passage
         return drafts
+
+
+class RankedLists:
+    """Reranked candidate lists by (mode, reranker, question id) in a SQLite file of a temporary folder (removed
+    with the object): what a sweep shares between settings, kept off the heap. Hits are stored without their
+    vectors (a reranker's input, not needed after it).
+    """
+
+    def __init__(self) -> None:
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self._con: sqlite3.Connection | None = None
+
+    def _db(self) -> sqlite3.Connection:
+        if self._con is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="cribsheet-ranked-")
+            self._con = sqlite3.connect(Path(self._dir.name) / "ranked.sqlite", check_same_thread=False)
+            self._con.execute("CREATE TABLE ranked (key TEXT PRIMARY KEY, hits BLOB)")
+        return self._con
+
+    @staticmethod
+    def _key(key: tuple[str, str, str]) -> str:
+        return "\x1f".join(key)
+
+    def put(self, key: tuple[str, str, str], hits: list[Hit]) -> None:
+        """Store one question's ranked list (committed by `commit`)."""
+        blob = pickle.dumps([h.model_copy(update={"vector": None}) for h in hits], protocol=pickle.HIGHEST_PROTOCOL)
+        self._db().execute("INSERT OR REPLACE INTO ranked VALUES (?, ?)", (self._key(key), blob))
+
+    def commit(self) -> None:
+        """Make every list put so far readable."""
+        self._db().commit()
+
+    def has(self, key: tuple[str, str, str]) -> bool:
+        """Whether a list is stored under `key`."""
+        row = self._db().execute("SELECT 1 FROM ranked WHERE key = ?", (self._key(key),)).fetchone()
+        return row is not None
+
+    def get(self, key: tuple[str, str, str]) -> list[Hit]:
+        """The ranked list stored under `key` (KeyError when there is none)."""
+        row = self._db().execute("SELECT hits FROM ranked WHERE key = ?", (self._key(key),)).fetchone()
+        if row is None:
+            raise KeyError(key)
+        hits: list[Hit] = pickle.loads(row[0])  # noqa: S301 (our own file, written above)
+        return hits
 
 
 def _sample_key(
