@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from corpus.runtime import hardware_text
+from eval.cells import EMPTY, cell, missing
 from eval.plots import Point
 from eval.store import DuckDBStore, Record
 
@@ -51,22 +51,20 @@ def pareto_svg(pts: Sequence[Point], title: str) -> str:
     return pareto_plot(pts, frontier(pts), title)
 
 
-def _cell(value: Any, fmt: str) -> str:
-    return "–" if value is None else fmt.format(value)
-
-
 def noise_floor_text(run: Record) -> str:
     """The run's latency phase and A/A noise floor in one sentence (for the report's header)."""
     if run.get("latency_session") is None:
         return "no latency phase in this run (latency figures, if any, are an older store's)"
     if run.get("aa_ratio") is None:
         return (
-            f"latency phase: {run['probe_repeats']} blocks per probe question; no A/A figure (no uncompressed setting)"
+            f"latency phase: {cell(run.get('probe_repeats'))} blocks per probe question; no A/A figure (no "
+            "uncompressed setting)"
         )
     return (
-        f"latency phase: {run['probe_repeats']} block(s) per probe question, every setting timed in each; "
-        f"A/A noise floor {run['aa_ratio']:.3f}x [{run['aa_ci_low']:.3f}, {run['aa_ci_high']:.3f}] over "
-        f"{run['aa_n']} paired probes (two identical requests; 1.000x is a steady machine)"
+        f"latency phase: {cell(run.get('probe_repeats'))} block(s) per probe question, every setting timed in each; "
+        f"A/A noise floor {cell(run['aa_ratio'], '{:.3f}x')} [{cell(run.get('aa_ci_low'), '{:.3f}')}, "
+        f"{cell(run.get('aa_ci_high'), '{:.3f}')}] over {cell(run.get('aa_n'))} paired probes (two identical "
+        "requests; 1.000x is a steady machine)"
     )
 
 
@@ -106,17 +104,14 @@ _NEVER = frozenset({"break_even_tokens", "two_x_tokens"})
 
 def break_even_cells(row: Record) -> list[str]:
     """One `v_break_even` row as the table's cells: a length never reached on the grid is "never", any other
-    missing figure (no baseline in the run, so nothing measured) is "—"; never NULL or nan.
+    missing figure (no baseline in the run, so nothing measured) is the empty-cell mark; never NULL or nan.
     """
     cold = row.get("cold_s_per_token")
     values = dict(row) | {"cold_s_per_token": None if cold is None else cold * 1e6}
     cells = []
     for key, _, fmt in BREAK_EVEN:
         value = values.get(key)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            cells.append("never" if key in _NEVER else "—")
-        else:
-            cells.append(fmt.format(value))
+        cells.append("never" if key in _NEVER and missing(value) else cell(value, fmt))
     return cells
 
 
@@ -137,7 +132,7 @@ def break_even_markdown(rows: Sequence[Record]) -> list[str]:
         "End-to-end speed-up against the same setting without compression ('against': same top-k, retrieval, "
         "reranker, layout, output and answer cache), predicted from a quadratic fitted to the run's probes (TTFT "
         "alone vs uncached prompt tokens), each compressor's cold cost per input token and its realized ratio; "
-        "measured against that baseline on the probe questions (—: the run has no such baseline). 'pays from' "
+        f"measured against that baseline on the probe questions ({EMPTY}: the run has no such baseline). 'pays from' "
         "and '2x from': the first length on a 100-token grid up to 16,000 where it does (never: nowhere on it).",
         "",
     ]
@@ -170,7 +165,7 @@ def report_markdown(
         lines += [floor[0].upper() + floor[1:] + ".", ""]
     board = []
     for r in rows:
-        cells = [_cell(r.get(k), f) for k, _, f in BILL]
+        cells = [cell(r.get(k), f) for k, _, f in BILL]
         if r["setting_name"] in best:
             cells[0] = f"**{cells[0]}**"
         board.append(cells)
@@ -238,12 +233,12 @@ def _decision_html(store: DuckDBStore, run_id: str, d: Record) -> str:
         rows.append(
             [
                 escape(f"{m['name']} ({m['population']})" + (" (advisory)" if m.get("advisory") else "")),
-                str(m["n"]),
-                f"{m['baseline_mean']:.3f}",
-                f"{m['candidate_mean']:.3f}",
-                f"{m['diff']:+.3f}",
-                f"[{m['ci_low']:+.3f}, {m['ci_high']:+.3f}]",
-                f"{m['margin']:.3f}",
+                cell(m.get("n")),
+                cell(m.get("baseline_mean"), "{:.3f}"),
+                cell(m.get("candidate_mean"), "{:.3f}"),
+                cell(m.get("diff"), "{:+.3f}"),
+                f"[{cell(m.get('ci_low'), '{:+.3f}')}, {cell(m.get('ci_high'), '{:+.3f}')}]",
+                cell(m.get("margin"), "{:.3f}"),
                 f'<span class="{escape(m["verdict"])}">{escape(m["verdict"])}</span>',
             ]
         )
@@ -252,12 +247,12 @@ def _decision_html(store: DuckDBStore, run_id: str, d: Record) -> str:
         rows.append(
             [
                 escape(f"{lat['metric']} speed-up"),
-                str(lat["n"]),
-                f"{lat['baseline_mean']:.3f} s",
-                f"{lat['candidate_mean']:.3f} s",
-                f"{lat['speedup']:.2f}x",
-                f"[{lat['ci_low']:.2f}, {lat['ci_high']:.2f}]",
-                f"&ge;{lat['min_speedup']:.2f}x",
+                cell(lat.get("n")),
+                cell(lat.get("baseline_mean"), "{:.3f} s"),  # None: only the paired ratios were read
+                cell(lat.get("candidate_mean"), "{:.3f} s"),
+                cell(lat.get("speedup"), "{:.2f}x"),
+                f"[{cell(lat.get('ci_low'), '{:.2f}')}, {cell(lat.get('ci_high'), '{:.2f}')}]",
+                cell(lat.get("min_speedup"), "&ge;{:.2f}x"),
                 f'<span class="{escape(lat["verdict"])}">{escape(lat["verdict"])}</span>',
             ]
         )
@@ -278,7 +273,7 @@ def _decision_html(store: DuckDBStore, run_id: str, d: Record) -> str:
         f'<section class="decision" data-verdict="{escape(verdict)}">',
         f"<h3>{escape(str(d['candidate']))} vs {escape(str(d['baseline']))}: "
         f'<span class="{escape(verdict)}">{escape(verdict.upper())}</span> (exit {d["exit_code"]}, '
-        f"{d['n_questions']} paired questions)</h3>",
+        f"{cell(d['n_questions'])} paired questions)</h3>",
         f"<ul>{reasons}</ul>" if reasons else "",
         _table(["metric", "n", "baseline", "candidate", "diff", "95% CI", "margin", "verdict"], [r for r in rows if r])
         if any(rows)
@@ -300,8 +295,8 @@ def _decision_html(store: DuckDBStore, run_id: str, d: Record) -> str:
                             escape(", ".join(json.loads(x["gold_answers"] or "[]"))),
                             escape(str(x["baseline_answer"] or "")),
                             escape(str(x["candidate_answer"] or "")),
-                            f"{x['baseline_recall']:.2f} &rarr; {x['candidate_recall']:.2f}",
-                            f"{x['baseline_context_tokens']} &rarr; {x['candidate_context_tokens']}",
+                            f"{cell(x['baseline_recall'], '{:.2f}')} &rarr; {cell(x['candidate_recall'], '{:.2f}')}",
+                            f"{cell(x['baseline_context_tokens'])} &rarr; {cell(x['candidate_context_tokens'])}",
                         ]
                         for x in losses
                     ],
@@ -335,15 +330,16 @@ def html_report(store: DuckDBStore, run_id: str) -> str:
         [
             (f'<span class="front">{escape(str(r["setting_name"]))}</span>' if r["setting_name"] in best else "")
             or escape(str(r["setting_name"])),
-            *[_cell(r.get(k), f) for k, _, f in BILL[1:]],
+            *[cell(r.get(k), f) for k, _, f in BILL[1:]],
         ]
         for r in rows
     ]
     be_rows = [[escape(c) for c in break_even_cells(r)] for r in be]
     body = [
         f"<h1>cribsheet release report: run {escape(run_id)}</h1>",
-        f'<p class="meta">{escape(str(run["started_at"]))} &middot; status {escape(str(run["status"]))} &middot; '
-        f"{run['n_questions']} questions ({escape(str(run['questions_path']))}) &times; {run['n_settings']} settings "
+        f'<p class="meta">{escape(cell(run["started_at"]))} &middot; status {escape(cell(run["status"]))} &middot; '
+        f"{cell(run['n_questions'])} questions ({escape(cell(run['questions_path']))}) &times; "
+        f"{cell(run['n_settings'])} settings "
         f"&middot; commit {escape(str(run['git_commit'] or 'unknown')[:12])}{' (dirty)' if run['git_dirty'] else ''} "
         f"&middot; {escape(hardware_text(run['hardware_json']))} &middot; engine "
         f"{escape(str(run['engine_precision'] or '?'))}</p>",

@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from eval.cells import cell
+
 # Piped (a CI log): a printed line stays one line whatever its length, so grep finds it (rich would wrap it at
 # 80 columns, or 200); tables keep a fixed width so the leaderboard is not squeezed.
 err = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
@@ -139,12 +141,12 @@ def engine_log(path: Path) -> Iterator[Path]:
 
 
 def print_leaderboard(rows: list[dict[str, Any]], title: str) -> None:
-    """The leaderboard as a terminal table."""
+    """The leaderboard as a terminal table; a missing figure (a NULL, a nan) is the empty-cell mark."""
     table = Table(title=title)
     for _, header, _ in LEADERBOARD_COLUMNS:
         table.add_column(header, justify="left" if header == "setting" else "right")
     for row in rows:
-        table.add_row(*["–" if row[key] is None else fmt.format(row[key]) for key, _, fmt in LEADERBOARD_COLUMNS])
+        table.add_row(*[cell(row.get(key), fmt) for key, _, fmt in LEADERBOARD_COLUMNS])
     out.print(table)
 
 
@@ -153,8 +155,9 @@ def noise_floor_line(floor: Any) -> str:
     if floor is None:
         return "latency noise floor (A/A): not measured (no probe questions, or no uncompressed setting)"
     return (
-        f"latency noise floor (A/A): {floor.ratio:.3f}x [{floor.ci_low:.3f}, {floor.ci_high:.3f}] over {floor.n} "
-        "paired probes: two identical requests, timed in the same blocks (1.000x: a steady machine)"
+        f"latency noise floor (A/A): {cell(floor.ratio, '{:.3f}x')} [{cell(floor.ci_low, '{:.3f}')}, "
+        f"{cell(floor.ci_high, '{:.3f}')}] over {floor.n} paired probes: two identical requests, timed in the same "
+        "blocks (1.000x: a steady machine)"
     )
 
 

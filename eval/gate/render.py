@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from eval.cells import cell
 from eval.gate.decision import GateDecision
 
 DECISION_COLUMNS = (
@@ -29,13 +30,13 @@ def decision_rows(d: GateDecision) -> list[tuple[str, ...]]:
         (
             m.name + (f" ({m.population})" if m.population != "all" else "") + (" (advisory)" if m.advisory else ""),
             str(m.n),
-            f"{m.baseline_mean:.3f}",
-            f"{m.candidate_mean:.3f}",
-            f"{m.diff:+.3f}",
-            f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]",
-            f"{m.margin:.3f}",
-            "" if m.mdd is None else f"{m.mdd:.3f}",
-            "" if m.n_to_decide is None else str(m.n_to_decide),
+            cell(m.baseline_mean, "{:.3f}"),
+            cell(m.candidate_mean, "{:.3f}"),
+            cell(m.diff, "{:+.3f}"),
+            f"[{cell(m.ci_low, '{:+.3f}')}, {cell(m.ci_high, '{:+.3f}')}]",
+            cell(m.margin, "{:.3f}"),
+            cell(m.mdd, "{:.3f}"),
+            cell(m.n_to_decide),
             m.verdict,
         )
         for m in d.metrics
@@ -46,12 +47,12 @@ def decision_rows(d: GateDecision) -> list[tuple[str, ...]]:
             (
                 f"{lt.metric} speed-up",
                 str(lt.n),
-                f"{lt.baseline_mean:.3f} s",
-                f"{lt.candidate_mean:.3f} s",
-                f"{lt.speedup:.2f}x",
-                f"[{lt.ci_low:.2f}, {lt.ci_high:.2f}]",
+                cell(lt.baseline_mean, "{:.3f} s"),  # None: only the paired ratios were read
+                cell(lt.candidate_mean, "{:.3f} s"),
+                cell(lt.speedup, "{:.2f}x"),
+                f"[{cell(lt.ci_low, '{:.2f}')}, {cell(lt.ci_high, '{:.2f}')}]",
                 f">={lt.min_speedup:.2f}x",
-                "",
+                "",  # the minimal detectable difference and the questions to decide are the metrics' alone
                 "",
                 lt.verdict,
             )
@@ -126,4 +127,4 @@ def sequential_markdown(outcome: dict[str, Any], baseline: str, candidate: str, 
 
 
 def _num(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.3f}"
+    return cell(value, "{:+.3f}")

@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from eval.cells import EMPTY
 from eval.release_report import BREAK_EVEN, break_even_cells, html_report
 from eval.store import DuckDBStore, SampleRow
 from eval.store.schema import BASELINE_AXES, COMPRESSION_AXES, VIEWS
@@ -123,17 +124,17 @@ def test_the_report_shows_each_baseline_and_never_a_null(tmp_path: Path) -> None
     cells = {r["setting_name"]: dict(zip((k for k, _, _ in BREAK_EVEN), break_even_cells(r), strict=True))
              for r in store.break_even("r1")}  # fmt: skip
     lone = cells[_name("llmlingua", "hybrid", None, "edges")]
-    assert lone["baseline_setting"] == lone["measured_speedup"] == "—"
+    assert lone["baseline_setting"] == lone["measured_speedup"] == EMPTY
     assert lone["break_even_tokens"] == lone["two_x_tokens"] == "never"
     pruned = cells[_name("pruned", "vector", 0.8)]
     assert pruned["baseline_setting"] == _name("none", "vector", 0.8)
     assert pruned["measured_speedup"] == f"{_measured(*GROUPS[('vector', 0.8)]):.2f}x"
     table = html_report(store, "r1").split("Where each compressor pays for itself")[1]
-    assert "never" in table and "—" in table and _name("none", "vector", 0.8) in table
+    assert "never" in table and EMPTY in table and _name("none", "vector", 0.8) in table
     assert not re.search(r">(NULL|None|nan)<", table)
 
 
 def test_a_missing_figure_is_never_printed_as_null_or_nan() -> None:
     row = {k: None for k, _, _ in BREAK_EVEN} | {"setting_name": "x", "measured_speedup": float("nan")}
     cells = break_even_cells(row)
-    assert cells[0] == "x" and set(cells[1:]) == {"—", "never"}
+    assert cells[0] == "x" and set(cells[1:]) == {EMPTY, "never"}

@@ -106,3 +106,35 @@ def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
         return sum(max(abs(a - b) for a, b in zip(p, colour, strict=True)) < 40 for p in pixels[::3])
 
     assert near((0xC2, 0x18, 0x5B)) > 50 and near((0x15, 0x65, 0xC0)) > 50
+
+
+def test_a_missing_figure_is_never_null_none_or_nan_on_the_page(tmp_path: Path) -> None:
+    """A failed setting (every metric NULL), a run whose A/A interval is missing, and a latency verdict read
+    from the paired ratios alone (no mean latency of either side): each gap is the empty-cell mark."""
+    import datetime as dt
+
+    from eval.cells import EMPTY
+
+    store = DuckDBStore(tmp_path / "r.duckdb")
+    store.start_run(run_row(hardware_json=MACHINE, latency_session="s1", probe_repeats=3, aa_ratio=1.004))
+    store.add_samples([sample_row(f"q{n}", "ok", answer_token_recall=0.5) for n in range(4)])
+    store.add_samples(
+        [sample_row(f"q{n}", "bad", setting_name="pruned-4x-k3", status="failed", error="boom") for n in range(4)]
+    )
+    latency = {"metric": "e2e_cold_s", "n": 4, "baseline_mean": None, "candidate_mean": None, "speedup": 1.8,
+               "ci_low": 1.6, "ci_high": 2.0, "min_speedup": 1.2, "verdict": "pass"}  # fmt: skip
+    store.add_decision(
+        GateDecisionRow(
+            decision_id="d1", created_at=dt.datetime.now(dt.UTC), baseline="none-k3-ok", candidate="pruned-4x-k3",
+            baseline_hash="ok", candidate_hash="bad", baseline_run="r1", candidate_run="r1", decision="undecided",
+            exit_code=2, reasons="[]", n_questions=4, policy_json="{}", policy_sha256="p",
+            results_json=json.dumps({"metrics": [], "latency": latency}),
+        )
+    )  # fmt: skip
+    page = html_report(store, "r1")
+    text = re.sub(r"<svg.*?</svg>", "", page, flags=re.S)  # the plots' own path data is no text to read
+    assert not re.search(r"\b(NULL|None|nan|NaN)\b", text), text
+    assert f"A/A noise floor 1.004x [{EMPTY}, {EMPTY}]" in text
+    failed = re.search(r"<tr><td>pruned-4x-k3</td>(.*?)</tr>", text)
+    assert failed is not None and f"<td>{EMPTY}</td>" in failed.group(1)
+    assert f"<td>{EMPTY}</td><td>{EMPTY}</td><td>1.80x</td>" in text  # the decision's latency row

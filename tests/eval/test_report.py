@@ -101,3 +101,32 @@ def test_the_stores_pareto_view_and_the_reports_frontier_agree() -> None:
         )
     in_sql = {name for (name,) in con.execute(f"SELECT setting_name FROM ({VIEWS['v_pareto']})").fetchall()}
     assert in_sql == frontier(points(rows)) == {"none-k3", "none-k8"}
+
+
+NOT_FOR_PEOPLE = r"\b(NULL|None|nan|NaN)\b"
+"""How a missing figure must never reach a person: the store's NULL, Python's None, a float's nan."""
+
+
+def test_missing_figures_are_the_empty_cell_mark_never_null_none_or_nan() -> None:
+    import re
+
+    from eval.cells import EMPTY
+    from eval.release_report import BILL, BREAK_EVEN
+
+    failed = {key: None for key, _, _ in BILL} | {"setting_name": "failed-k3", "n": 110}
+    degenerate = {key: 0.5 for key, _, _ in BILL} | {"setting_name": "degenerate-k3", "faithfulness": float("nan")}
+    no_baseline = {key: None for key, _, _ in BREAK_EVEN} | {"setting_name": "pruned-4x-k3", "predicted_speedup": 1.4}
+    run = {"latency_session": "s1", "probe_repeats": None, "aa_ratio": 1.004, "aa_ci_low": None, "aa_ci_high": None}
+    decisions = [
+        {"created_at": dt.datetime(2026, 11, 29, 22, 13), "decision": "undecided", "exit_code": 2,
+         "baseline": "none-k8", "candidate": "degenerate-k3", "n_questions": 40, "report_path": None}
+    ]  # fmt: skip
+    rows = [*ROWS[:3], failed, degenerate]
+    md = report_markdown("r1", rows, decisions, "pareto.svg", [no_baseline], run | {"aa_n": None})
+    assert not re.search(NOT_FOR_PEOPLE, md), md
+    board = {line.split(" | ")[0].strip("|* "): line.split(" | ") for line in md.splitlines() if line.startswith("| ")}
+    assert board["failed-k3"][1:] == ["110", *[EMPTY] * (len(BILL) - 3), EMPTY + " |"]
+    faithfulness = [k for k, _, _ in BILL].index("faithfulness")
+    assert board["degenerate-k3"][faithfulness] == EMPTY and board["degenerate-k3"].count(EMPTY) == 1
+    assert board["pruned-4x-k3"].count("never") == 2 and "1.40x" in board["pruned-4x-k3"]
+    assert f"A/A noise floor 1.004x [{EMPTY}, {EMPTY}]" in md

@@ -54,3 +54,48 @@ def test_piped_output_keeps_each_line_whole_for_grep() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stderr.splitlines() == [message]
     assert done.stdout.splitlines() == [message * 2]
+
+
+NOT_FOR_PEOPLE = r"\b(NULL|None|nan|NaN)\b"
+"""How a missing figure must never reach a person: the store's NULL, Python's None, a float's nan."""
+
+
+def test_missing_figures_are_the_empty_cell_mark_in_the_leaderboard_and_the_decision(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import re
+
+    from eval.cells import EMPTY
+    from eval.gate import GateDecision, GatePolicy
+    from eval.gate.decision import Labels
+    from eval.gate.statistics import LatencyResult, MetricResult
+    from flows.terminal import LEADERBOARD_COLUMNS, noise_floor_line, print_decision, print_leaderboard
+
+    # A failed setting: no metrics at all (NULL), a nan mean, and a column the row does not even have.
+    empty = {key: None for key, _, _ in LEADERBOARD_COLUMNS} | {"setting_name": "none-k3", "n": 4, "n_failed": 4}
+    empty |= {"answer_token_recall": float("nan")}
+    del empty["ttft_p50_s"]
+    print_leaderboard([empty], "run r1")
+    board = capsys.readouterr().out
+    assert "none-k3" in board and board.count(EMPTY) == len(LEADERBOARD_COLUMNS) - 3
+    assert not re.search(NOT_FOR_PEOPLE, board), board
+
+    metric = MetricResult(
+        name="answer_contains", higher_is_better=True, n=40, baseline_mean=0.6, candidate_mean=0.6, diff=0.0,
+        ci_low=-0.01, ci_high=0.01, margin=0.02, advisory=False, verdict="pass", mdd=None, n_to_decide=None,
+    )  # fmt: skip
+    latency = LatencyResult(  # read from the paired ratios only: no mean latency of either side
+        metric="e2e_cold_s", n=40, speedup=1.8, ci_low=1.6, ci_high=2.0, min_speedup=1.2, verdict="pass"
+    )
+    labels = Labels(baseline="none-k8", candidate="pruned-4x-k8", baseline_run="r1", candidate_run="r1")
+    decision = GateDecision.make("pass", [], labels, GatePolicy(), 40, [metric], latency)
+    print_decision(decision)
+    table = capsys.readouterr().out
+    assert "decision: PASS" in table and "1.80x" in table and EMPTY in table
+    assert not re.search(NOT_FOR_PEOPLE, table), table
+
+    class Floor:  # a noise floor whose interval could not be computed
+        ratio, ci_low, ci_high, n = 1.002, float("nan"), None, 3
+
+    line = noise_floor_line(Floor())
+    assert "1.002x" in line and f"[{EMPTY}, {EMPTY}]" in line and not re.search(NOT_FOR_PEOPLE, line)
