@@ -2,12 +2,14 @@
 sized by the page), and an opaque light background so black text and axes read on a dark page (Prefect's
 UI) as well as on a light one. Each plot is returned as an inline `<svg>` element (no XML prologue), so a
 page or a Prefect artifact needs no file server. Every setting's marker carries an id (`point-NAME`,
-`measured-NAME`) and each curve one (`curve-NAME`), so a browser test can find them.
+`measured-NAME`), each curve one (`curve-NAME`), and on the Pareto plot each point's number and key entry
+theirs (`label-NAME`, `key-NAME`), so a browser test can find them.
 """
 
 from __future__ import annotations
 
 import io
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -67,27 +69,88 @@ def _style(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
         spine.set_color("#616161")
 
 
+LABEL_PT = 8.0
+"""Font size of a point's number on the Pareto plot and of its key."""
+_DIGIT_PT, _MARKER_PT = 0.64 * LABEL_PT, 7.0
+"""Width of one digit of the label font (DejaVu Sans: 0.64 em), and the markers' diameter, in points."""
+_RINGS = (9.0, 14.0, 20.0, 27.0, 35.0, 44.0)
+_ANGLES = (45, 0, 90, -45, 135, 180, -90, -135)
+"""Where a number may go, in order of preference: centre offsets from its point (points), by ring and angle."""
+
+
+def _box(x: float, y: float, text: str) -> tuple[float, float, float, float]:
+    """The box (x0, y0, x1, y1, in points) of `text` in the label font centred at (x, y), with a little room."""
+    half_w, half_h = (_DIGIT_PT * len(text) + 2.0) / 2, (LABEL_PT + 2.0) / 2
+    return x - half_w, y - half_h, x + half_w, y + half_h
+
+
+def _overlaps(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _hits_marker(box: tuple[float, float, float, float], x: float, y: float) -> bool:
+    """Whether `box` covers any of the round marker centred at (x, y)."""
+    nearest_x, nearest_y = min(max(x, box[0]), box[2]), min(max(y, box[1]), box[3])
+    return (nearest_x - x) ** 2 + (nearest_y - y) ** 2 < (_MARKER_PT / 2) ** 2
+
+
+def place_labels(
+    anchors: Sequence[tuple[float, float]], texts: Sequence[str], bounds: tuple[float, float, float, float]
+) -> list[tuple[float, float]]:
+    """Offsets (points) that put each text near its anchor (points, on the page) without covering another
+    text, any marker, or leaving `bounds`: greedy, in the given order, the first free place of `_RINGS` x
+    `_ANGLES`; where none is free (a crowd of dozens), the place with the fewest collisions. Deterministic:
+    the same points give the same plot.
+    """
+    placed: list[tuple[float, float, float, float]] = []
+    offsets = []
+    for (ax_, ay), text in zip(anchors, texts, strict=True):
+        best: tuple[int, tuple[float, float]] | None = None
+        for ring in _RINGS:
+            for angle in _ANGLES:
+                dx, dy = ring * math.cos(math.radians(angle)), ring * math.sin(math.radians(angle))
+                box = _box(ax_ + dx, ay + dy, text)
+                inside = bounds[0] <= box[0] and box[2] <= bounds[2] and bounds[1] <= box[1] and box[3] <= bounds[3]
+                clashes = (0 if inside else 100) + sum(_overlaps(box, other) for other in placed)
+                clashes += sum(_hits_marker(box, mx, my) for mx, my in anchors)
+                if best is None or clashes < best[0]:
+                    best = (clashes, (dx, dy))
+                if clashes == 0:
+                    break
+            if best is not None and best[0] == 0:
+                break
+        assert best is not None
+        offsets.append(best[1])
+        placed.append(_box(ax_ + best[1][0], ay + best[1][1], text))
+    return offsets
+
+
 def pareto_plot(pts: Sequence[Point], best: set[str], title: str) -> str:
     """Answer token recall (with its 95 % interval) against end-to-end cold latency p50 (log scale); the
-    frontier in colour and joined by a dashed line.
+    frontier in colour and joined by a dashed line. Each point carries a number, placed where it covers no
+    other number nor marker, and a key below the plot names each number's setting (frontier in bold): names
+    of settings that sit close together never overprint each other.
     """
     from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
 
-    fig = _figure(7.2, 4.4)
+    # Numbered by latency (the x axis), so the key reads left to right; ties by quality, then name.
+    ordered = sorted(pts, key=lambda p: (p.latency_s, -p.quality, p.name))
+    columns = 2 if len(ordered) > 4 else 1
+    key_rows = -(-len(ordered) // columns)
+    key_in = 0.1 + 0.17 * key_rows if ordered else 0.0
+    fig = _figure(7.2, 4.4 + key_in)
     ax = fig.add_subplot(1, 1, 1)
     _style(ax, title, "end-to-end latency p50, cold compressor cost (s, log scale)", "answer token recall (95 % CI)")
     if not pts:
         ax.text(0.5, 0.5, "no setting has both a latency and a quality", ha="center", transform=ax.transAxes)
         return _svg(fig)
-    ordered = sorted(pts, key=lambda p: p.latency_s)
     front = [p for p in ordered if p.name in best]
     if len(front) > 1:
         ax.plot([p.latency_s for p in front], [p.quality for p in front], "--", color=FRONT, lw=1.2, gid="frontier")
     for p in ordered:
         colour = FRONT if p.name in best else OTHER
         ax.errorbar([p.latency_s], [p.quality], yerr=[p.half_width], fmt="none", ecolor=colour, capsize=3)
-        ax.plot([p.latency_s], [p.quality], "o", color=colour, ms=7, gid=f"point-{_safe(p.name)}")
-        ax.annotate(p.name, (p.latency_s, p.quality), xytext=(6, 5), textcoords="offset points", fontsize=8)
+        ax.plot([p.latency_s], [p.quality], "o", color=colour, ms=_MARKER_PT, gid=f"point-{_safe(p.name)}")
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(ScalarFormatter())
@@ -96,7 +159,34 @@ def pareto_plot(pts: Sequence[Point], best: set[str], title: str) -> str:
     lo = min(p.latency_s for p in pts) / 1.5
     hi = max(p.latency_s for p in pts) * 1.8
     ax.set_xlim(lo, hi)
-    fig.tight_layout()
+    # The plot above, laid out as before; the key in a frame of its own below it (tight_layout leaves it alone).
+    fig.tight_layout(rect=(0.0, key_in / (4.4 + key_in), 1.0, 1.0))
+    key = fig.add_axes((0.02, 0.01, 0.96, (key_in - 0.05) / (4.4 + key_in)))
+    key.set_axis_off()
+    for i, p in enumerate(ordered, start=1):
+        row, col = (i - 1) % key_rows, (i - 1) // key_rows
+        x, y = 0.01 + col / columns, 1 - (row + 0.5) / key_rows
+        key.plot([x], [y], "o", color=FRONT if p.name in best else OTHER, ms=5, transform=key.transAxes)
+        key.text(
+            x + 0.015, y, f"{i}  {p.name}", va="center", fontsize=LABEL_PT, color="black",
+            fontweight="bold" if p.name in best else "normal", transform=key.transAxes, gid=f"key-{_safe(p.name)}",
+        )  # fmt: skip
+    # The numbers go on last, placed on the final layout: where a point lands on the page is known only now.
+    to_pt = 72.0 / fig.dpi
+    on_page = [ax.transData.transform((p.latency_s, p.quality)) for p in ordered]
+    anchors = [(float(x) * to_pt, float(y) * to_pt) for x, y in on_page]
+    frame = ax.get_window_extent()
+    bounds = (frame.x0 * to_pt, frame.y0 * to_pt, frame.x1 * to_pt, frame.y1 * to_pt)
+    numbers = [str(i) for i in range(1, len(ordered) + 1)]
+    for p, number, offset in zip(ordered, numbers, place_labels(anchors, numbers, bounds), strict=True):
+        far = math.hypot(*offset) > _RINGS[0]
+        ax.annotate(
+            number, (p.latency_s, p.quality), xytext=offset, textcoords="offset points", ha="center", va="center",
+            fontsize=LABEL_PT, color="black", gid=f"label-{_safe(p.name)}",
+            bbox={"boxstyle": "square,pad=0.05", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
+            arrowprops={"arrowstyle": "-", "color": "#757575", "lw": 0.6, "shrinkA": 0, "shrinkB": _MARKER_PT / 2}
+            if far else None,
+        )  # fmt: skip
     return _svg(fig)
 
 

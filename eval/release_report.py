@@ -350,7 +350,8 @@ def html_report(store: DuckDBStore, run_id: str) -> str:
         "<h2>Answer quality against end-to-end latency</h2>",
         f"<figure>{pareto_svg(pts, f'run {run_id}')}<figcaption>Answer token recall (95 % interval) against the "
         "p50 of the whole request timed live in the latency phase (retrieve + rerank + the compressor from nothing "
-        "+ TTFT); the frontier in magenta.</figcaption></figure>",
+        "+ TTFT); the frontier in magenta; each point numbered, the key below the plot names its setting (frontier in "
+        "bold).</figcaption></figure>",
         "<h2>Leaderboard</h2>",
         _table([h for _, h, _ in BILL], board),
         "<h2>Where each compressor pays for itself</h2>",

@@ -130,3 +130,39 @@ def test_missing_figures_are_the_empty_cell_mark_never_null_none_or_nan() -> Non
     assert board["degenerate-k3"][faithfulness] == EMPTY and board["degenerate-k3"].count(EMPTY) == 1
     assert board["pruned-4x-k3"].count("never") == 2 and "1.40x" in board["pruned-4x-k3"]
     assert f"A/A noise floor 1.004x [{EMPTY}, {EMPTY}]" in md
+
+
+def test_settings_that_sit_together_get_numbers_that_never_overlap_and_a_key_that_names_them() -> None:
+    import re
+
+    from eval.plots import LABEL_PT, Point, pareto_plot
+
+    names = [f"pruned-{r}x-k8-hybrid-dense" for r in range(2, 9)] + ["none-k8-hybrid-dense", "llmlingua-4x-k8"]
+    crowd = [Point(n, 0.50 + 0.002 * i, 0.40 + 0.001 * i, 0.03) for i, n in enumerate(names[:7])]
+    pts = [*crowd, Point(names[7], 0.501, 0.401, 0.03), Point(names[8], 4.9, 0.17, 0.04)]  # 8 of 9 in one spot
+    svg = pareto_plot(pts, {names[0], names[7]}, "crowd")
+    root = ET.fromstring(svg)
+
+    def text_of(gid: str) -> ET.Element:
+        (group,) = [e for e in root.iter() if e.get("id") == gid]
+        (text,) = [e for e in group.iter() if e.tag.endswith("text")]
+        return text
+
+    for name in names:  # a setting's name is printed once, in the key, never beside its crowded point
+        assert len(re.findall(rf">[^<]*\b{re.escape(name)}</text>", svg)) == 1, name
+    key = {}
+    for name in names:
+        number, named = (text_of(f"key-{name}").text or "").split()
+        key[number] = named
+    labels = {name: text_of(f"label-{name}") for name in names}
+    assert sorted(key, key=int) == [str(i) for i in range(1, len(names) + 1)]
+    assert {key[label.text or ""] for label in labels.values()} == set(names)  # each number keys its own point
+    assert all(key[labels[name].text or ""] == name for name in names)
+    # Numbered by latency: the fastest first, the slow outlier last.
+    assert key["1"] == names[0] and key["2"] == names[7] and key[str(len(names))] == names[8]
+    # No two numbers overprint: their boxes (the label font's digit width and height) are apart.
+    at = [(float(t.get("x") or 0), float(t.get("y") or 0), len(t.text or "")) for t in labels.values()]
+    for i, (x1, y1, n1) in enumerate(at):
+        for x2, y2, n2 in at[i + 1 :]:
+            apart_x = abs(x1 - x2) >= 0.64 * LABEL_PT * (n1 + n2) / 2
+            assert apart_x or abs(y1 - y2) >= LABEL_PT, (x1, y1, x2, y2)
