@@ -206,7 +206,18 @@ th:first-child, td:first-child, th.text { text-align: left; } td.text { text-ali
 .undecided { color: #8d6e00; font-weight: bold; } .front { font-weight: bold; }
 figure { margin: 1rem 0; } figure svg { max-width: 100%; height: auto; }
 figcaption { font-size: 0.9rem; color: #333; } .meta { color: #333; font-size: 0.9rem; }
+@media (prefers-color-scheme: dark) {
+  body { color: #e6e6e6; background: #121212; }
+  h2 { border-bottom-color: #555; }
+  table { background: #1e1e1e; }
+  th, td { border-color: #555; }
+  .pass { color: #81c784; } .fail { color: #ef9a9a; } .undecided { color: #ffd54f; }
+  figcaption, .meta { color: #c8c8c8; }
+  a { color: #90caf9; }
+}
 """
+"""The page's style; a dark system theme gets a dark page with light text. The plots keep their own opaque
+light background (eval/plots.py), so their black text and axes read on either page."""
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], text_cols: frozenset[int] = frozenset()) -> str:
@@ -364,7 +375,7 @@ def html_report(store: DuckDBStore, run_id: str) -> str:
         else "<p>No compressed setting with probes.</p>",
     ]
     return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="color-scheme" content="light dark">'
         f"<title>cribsheet report {escape(run_id)}</title><style>{_CSS}</style></head><body>\n"
         + "\n".join(body)
         + "\n</body></html>\n"

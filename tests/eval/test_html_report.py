@@ -138,3 +138,41 @@ def test_a_missing_figure_is_never_null_none_or_nan_on_the_page(tmp_path: Path) 
     failed = re.search(r"<tr><td>pruned-4x-k3</td>(.*?)</tr>", text)
     assert failed is not None and f"<td>{EMPTY}</td>" in failed.group(1)
     assert f"<td>{EMPTY}</td><td>{EMPTY}</td><td>1.80x</td>" in text  # the decision's latency row
+
+
+def _luminance(colour: str) -> float:
+    """WCAG relative luminance of `#rrggbb` or `#rgb`."""
+    digits = colour.lstrip("#")
+    if len(digits) == 3:
+        digits = "".join(c * 2 for c in digits)
+    channels = [int(digits[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _contrast(a: str, b: str) -> float:
+    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_a_dark_system_theme_gets_a_dark_page_with_light_text_and_every_text_colour_reads(tmp_path: Path) -> None:
+    page = html_report(_store(tmp_path), "r1")
+    assert '<meta name="color-scheme" content="light dark">' in page
+    style = page.split("<style>")[1].split("</style>")[0]
+    dark = style.split("@media (prefers-color-scheme: dark) {")[1]
+    dark = dark[: dark.index("\n}")]  # the media block ends at its own closing brace
+    body = re.search(r"body \{([^}]*)\}", dark)
+    assert body is not None
+    background = re.search(r"background: (#[0-9a-f]{3,6})", body.group(1))
+    text = re.search(r"(?<!-)color: (#[0-9a-f]{3,6})", body.group(1))
+    assert background is not None and text is not None
+    assert _luminance(background.group(1)) < 0.05 and _luminance(text.group(1)) > 0.7  # dark page, light text
+    # Every text colour of the dark theme reads on its page and on its tables (WCAG AA: 4.5:1).
+    table = re.search(r"table \{[^}]*background: (#[0-9a-f]{3,6})", dark)
+    assert table is not None and _luminance(table.group(1)) < 0.05
+    colours = re.findall(r"(?<![-\w])color: (#[0-9a-f]{3,6})", dark)
+    assert len(colours) >= 5  # body, the three verdicts, captions
+    for colour in colours:
+        assert min(_contrast(colour, background.group(1)), _contrast(colour, table.group(1))) >= 4.5, colour
+    # The light theme's own rules stay outside the media block (the default page is unchanged).
+    assert re.search(r"body \{[^}]*background: #fafafa", style.split("@media")[0])
