@@ -267,3 +267,32 @@ def test_gate_until_decided_sweeps_batches_prints_the_decision_and_exits_with_it
     assert "decision: FAIL" in proc.stdout and "answer_contains: fail at n=" in proc.stdout
     assert "┏" not in proc.stdout  # no empty fixed-n table above a sequential decision
     assert list(tmp_path.glob("logs/gate-*.log"))  # the engines' output went to a log, not the terminal
+
+
+def test_reclaim_keeps_the_snapshots_a_store_names(tmp_path: Path) -> None:
+    """`cribsheet reclaim` keeps the snapshot a stored run read (here: the first of three) and the latest;
+    without a store it says it keeps only the latest; a store that is not there is a one-line error."""
+    from corpus.chunk import SentenceChunker
+    from corpus.index import sync_index
+    from corpus.models import Document
+    from corpus.snapshot import read_snapshot
+    from eval.store import DuckDBStore
+    from tests.fakes import HashEmbedder
+    from tests.helpers import run_row
+
+    index = tmp_path / "idx.lancedb"
+    versions = []
+    for night in range(3):
+        docs = [Document(id=f"d{i}", title="T", text=f"Doc {i} on night {night if i == 0 else 0}.") for i in range(4)]
+        sync_index(docs, SentenceChunker(), HashEmbedder(), index)
+        versions.append(read_snapshot(index).chunk_version)
+    store = tmp_path / "r.duckdb"
+    DuckDBStore(store).start_run(run_row(index_path=str(index), index_version=versions[0]))
+    proc = run("reclaim", "--index", str(index), "--store", str(store), tmp=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"kept snapshots [{versions[0]}, {versions[2]}]" in proc.stdout
+    assert read_snapshot(index, versions[0]).chunk_version == versions[0]
+    proc = run("reclaim", "--index", str(index), tmp=tmp_path)
+    assert proc.returncode == 0 and "no --store named" in proc.stdout, proc.stderr
+    proc = run("reclaim", "--index", str(index), "--store", str(tmp_path / "none.duckdb"), tmp=tmp_path)
+    assert proc.returncode == 2 and "none.duckdb: no results store here" in proc.stderr
