@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -140,6 +141,68 @@ class TokenScorer(Protocol):
         ...
 
 
+BatchProgress = Callable[[int, int], None]
+"""(requests finished, requests in the batch), called as each request of one engine batch finishes."""
+
+
+@runtime_checkable
+class ReportsBatchProgress(Protocol):
+    """A generator that reports each finished request of a running batch to `batch_progress` (None: silent):
+    one batch of a setting can run for minutes, and the caller's progress would otherwise say 0 done until
+    it returns.
+    """
+
+    batch_progress: BatchProgress | None
+
+
+class EngineProgress:
+    """A tqdm stand-in for vLLM's `use_tqdm` callable, which vLLM calls twice per `generate`: around the prompts
+    it renders (an iterable, passed through and not counted) and for the requests it runs (`total=`), whose
+    `update(n)` as requests finish forwards (finished, total) to `report`. It prints nothing: vLLM's own bar
+    goes to the engine log, where a person watching the command never sees it.
+    """
+
+    def __init__(
+        self, report: BatchProgress, iterable: Iterable[Any] | None = None, total: int | None = None, **_: Any
+    ) -> None:
+        self.report = report
+        self.iterable = iterable
+        self.total = int(total or 0)
+        self.n = 0
+        self.postfix: Any = None  # vLLM writes its token rates here
+        self._start = time.perf_counter()
+        if iterable is None:
+            report(0, self.total)  # the batch is queued: its size is known before the first request finishes
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.iterable if self.iterable is not None else ())
+
+    @property
+    def format_dict(self) -> dict[str, Any]:
+        """What vLLM reads of a tqdm bar: the elapsed seconds it divides token counts by (never zero)."""
+        return {"elapsed": max(time.perf_counter() - self._start, 1e-6), "n": self.n, "total": self.total}
+
+    def update(self, n: int = 1) -> None:
+        """`n` more requests finished."""
+        self.n += n
+        self.report(self.n, self.total)
+
+    def refresh(self) -> None:
+        """Nothing to redraw."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def engine_progress(report: BatchProgress) -> Callable[..., EngineProgress]:
+    """The `use_tqdm` argument of vLLM's `generate` that reports each finished request of the batch to `report`."""
+
+    def make(iterable: Iterable[Any] | None = None, **kwargs: Any) -> EngineProgress:
+        return EngineProgress(report, iterable, **kwargs)
+
+    return make
+
+
 @dataclass
 class GeneratorDeps:
     """What a generator factory may use."""
@@ -161,6 +224,7 @@ class VLLMGenerator:
     name = "vllm"
 
     def __init__(self, model: str, config: VLLMConfig) -> None:
+        self.batch_progress: BatchProgress | None = None
         cpu_engine_env(os.environ, config.kv_cache_gib)
         from vllm import LLM, SamplingParams  # heavy: keep inside the adapter
 
@@ -207,7 +271,9 @@ class VLLMGenerator:
         """One engine batch with the sweep's sampling parameters (held to `json_schema` when given)."""
         schemas = json_schema if isinstance(json_schema, list) else [json_schema] * len(prompts)
         params = [self._params(self.sampling, s, SCHEMA_MAX_TOKENS) for s in schemas]
-        outs = self.llm.generate(list(prompts), params, use_tqdm=True)
+        # Without a reporter, vLLM's own bar (into the engine log); with one, each finished request reported.
+        progress = True if self.batch_progress is None else engine_progress(self.batch_progress)
+        outs = self.llm.generate(list(prompts), params, use_tqdm=progress)
         return [
             Generation(
                 text=o.outputs[0].text.strip(),
