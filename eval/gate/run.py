@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus.runtime import hardware_text
+from eval.cells import cell
 from eval.gate.decision import GateDecision, Labels, decide
 from eval.gate.policy import GatePolicy, GateRequest
 from eval.gate.render import decision_json, markdown_report
@@ -39,7 +40,7 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
         for field in ("questions_sha256", "corpus_sha256"):
             if getattr(b, field) != getattr(c, field):
                 mismatch = (
-                    f"runs differ in {field}: {str(getattr(b, field))[:12]} vs {str(getattr(c, field))[:12]}; "
+                    f"runs differ in {field}: {cell(getattr(b, field))[:12]} vs {cell(getattr(c, field))[:12]}; "
                     "gate only runs on the same question set and corpus"
                 )
                 break
@@ -55,8 +56,8 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
     if any(m.name == "faithfulness_model" for m in policy.metrics):
         # Which verifier produced the figure: a model's verdicts are only as good as the model.
         for ref in {base_ref.run_id, cand_ref.run_id}:
-            verifier = store.run_meta(ref).verifier
-            notes.append(f"faithfulness_model of run {ref}: " + (verifier or "no verifier ran (the metric is NULL)"))
+            verifier = store.run_meta(ref).verifier or "no verifier ran (the metric has no values)"
+            notes.append(f"faithfulness_model of run {ref}: {verifier}")
     base_rows, cand_rows = store.paired_samples(base_ref, cand_ref)
     notes += precision_differences(base_rows, cand_rows, notes)
     machines = {r.get("hardware_sha256") for rows in (base_rows, cand_rows) for r in rows.values()} - {None}
@@ -143,19 +144,19 @@ def run_differences(b: RunMeta, c: RunMeta) -> list[str]:
     out = []
     if b.git_commit != c.git_commit or b.git_dirty or c.git_dirty:
         out.append(
-            f"code: {str(b.git_commit)[:10]}{'+dirty' if b.git_dirty else ''} vs "
-            f"{str(c.git_commit)[:10]}{'+dirty' if c.git_dirty else ''}"
+            f"code: {(b.git_commit or 'unknown')[:10]}{'+dirty' if b.git_dirty else ''} vs "
+            f"{(c.git_commit or 'unknown')[:10]}{'+dirty' if c.git_dirty else ''}"
         )
     if b.config_hash != c.config_hash:
-        out.append(f"sweep config: {b.config_hash} vs {c.config_hash}")
+        out.append(f"sweep config: {cell(b.config_hash)} vs {cell(c.config_hash)}")
     if b.engine_precision and c.engine_precision and b.engine_precision != c.engine_precision:
         out.append(f"engine precision: {b.engine_precision} vs {c.engine_precision}")
     if b.index_version != c.index_version:
-        out.append(f"index version: {b.index_version} vs {c.index_version}")
+        out.append(f"index version: {cell(b.index_version)} vs {cell(c.index_version)}")
     pb, pc = json.loads(b.package_versions or "{}"), json.loads(c.package_versions or "{}")
     changed = sorted(k for k in set(pb) | set(pc) if pb.get(k) != pc.get(k))
     if changed:
-        out.append("packages: " + ", ".join(f"{k} {pb.get(k, '-')} -> {pc.get(k, '-')}" for k in changed))
+        out.append("packages: " + ", ".join(f"{k} {cell(pb.get(k))} -> {cell(pc.get(k))}" for k in changed))
     return out
 
 

@@ -440,3 +440,26 @@ def test_the_watch_gates_tonights_rows_of_the_shipped_setting_against_the_run_it
     unwatched = tmp_path / "plain.yaml"
     unwatched.write_text(yaml.safe_dump(POLICY.model_dump(mode="json")))
     assert watch_shipped(store, "r-clean", unwatched) is None
+
+
+def test_run_differences_name_what_is_unknown_never_none() -> None:
+    import re
+
+    from eval.cells import EMPTY
+    from eval.gate.run import run_differences
+    from eval.store import RunMeta
+
+    same = {"run_id": "r", "status": "done", "questions_sha256": "q", "corpus_sha256": None}
+    b = RunMeta(**same, index_version=None, git_commit=None, package_versions='{"vllm": "0.32.0", "torch": null}')
+    c = RunMeta(
+        **same, index_version=3, git_commit="abcdef1234567", config_hash="h2",
+        package_versions='{"vllm": "0.33.0", "torch": "2.13.0"}',
+    )  # fmt: skip
+    notes = run_differences(b, c)
+    assert not re.search(r"\b(NULL|None|nan)\b", " ".join(notes)), notes
+    assert notes == [
+        "code: unknown vs abcdef1234",
+        f"sweep config: {EMPTY} vs h2",
+        f"index version: {EMPTY} vs 3",
+        f"packages: torch {EMPTY} -> 2.13.0, vllm 0.32.0 -> 0.33.0",
+    ]
