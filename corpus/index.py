@@ -18,6 +18,7 @@ from corpus.cluster import RayOptions
 from corpus.embed import Embedder
 from corpus.errors import CribsheetError
 from corpus.index_batch import Batch, BatchPool, EmbeddedBatch, LocalBatches, RayBatches, document_coverage
+from corpus.known_docs import KnownDocs
 from corpus.models import Document
 from corpus.runtime import release_memory
 from corpus.sentences import SENTENCE_TABLE, UNIT_TABLE, add_sentences, can_pool_sentences
@@ -247,9 +248,10 @@ def _sync(
         _drop_orphans(db, path)
     schema = table_schema(spec, build_id)
     table = None if full else db.open_table(TABLE)
-    existing = {} if table is None else _doc_hashes(table)
+    if table is not None and current is not None:
+        _restore(db, table, current)
+    existing = KnownDocs() if table is None else KnownDocs.of_table(table)
     counts: dict[str, int] = {"added": 0, "changed": 0, "unchanged": 0, "chunks_written": 0}
-    seen: set[str] = set()
     low: list[DocCoverage] = []  # only the documents below min_coverage are kept: memory stays flat
     words = {"parser": 0, "indexed": 0}
 
@@ -257,11 +259,8 @@ def _sync(
         pending: Batch = []
         pending_chunks = 0
         for n, doc in enumerate(docs, start=1):
-            if doc.id in seen:
-                raise CribsheetError(f"duplicate document id '{doc.id}' in the corpus stream")
-            seen.add(doc.id)
+            old = existing.see(doc.id)
             digest = doc.content_hash()
-            old = existing.get(doc.id)
             if old == digest:
                 counts["unchanged"] += 1
             else:
@@ -317,14 +316,14 @@ def _sync(
     else:
         for done in embedded():
             _forget(ledger, table, [doc.id for doc, _ in done.batch if doc.id in existing], existing)
-            _merge(table, done, existing)
-    gone = sorted(set(existing) - seen)
+            _replace(table, done, existing)
+    gone = existing.gone()
     for i in range(0, len(gone), 500):
         _forget(ledger, table, gone[i : i + 500], existing)
         table.delete(f"doc_id IN ({_sql_list(gone[i : i + 500])})")
     if progress:
-        progress(len(seen), len(seen))
-    if not seen:
+        progress(existing.n_seen, existing.n_seen)
+    if not existing.n_seen:
         raise NoDocumentsError("the corpus has no usable documents")
     n_chunks = table.count_rows()
     if full or counts["added"] or counts["changed"] or gone:
@@ -352,7 +351,7 @@ def _sync(
         seconds=0.0,
         rebuilt=full,
         deleted=len(gone),
-        n_documents=len(seen),
+        n_documents=existing.n_seen,
         n_chunks=n_chunks,
         ann_index=has_ann,
         added=counts["added"],
@@ -373,7 +372,7 @@ def _ledger(path: Path, table: Any, current: Any) -> Ledger:
     return Ledger.of_tables(table, sides)
 
 
-def _forget(ledger: Ledger, table: Any, doc_ids: list[str], existing: dict[str, str]) -> None:
+def _forget(ledger: Ledger, table: Any, doc_ids: list[str], existing: KnownDocs) -> None:
     """Take the chunks of `doc_ids` (about to be replaced or deleted) out of the digest sums: one filtered
     read of those documents' chunks, not of the index.
     """
@@ -381,7 +380,7 @@ def _forget(ledger: Ledger, table: Any, doc_ids: list[str], existing: dict[str, 
         return
     old = table.search().where(f"doc_id IN ({_sql_list(doc_ids)})").select(["chunk_id", "text"])
     ledger.add("chunks", chunk_rows_sum(old.limit(max(table.count_rows(), 1)).to_arrow()), sign=-1)
-    ledger.add("corpus", corpus_pairs_sum((d, existing[d]) for d in doc_ids), sign=-1)
+    ledger.add("corpus", corpus_pairs_sum((d, existing.hash_of(d)) for d in doc_ids), sign=-1)
 
 
 def new_side_rows(table: Any, rows: Any) -> Any:
@@ -407,21 +406,29 @@ def new_side_rows(table: Any, rows: Any) -> Any:
     return rows.take(pa.array([i for i, k in enumerate(keys) if k not in held], type=pa.int64()))
 
 
-def _doc_hashes(table: Any) -> dict[str, str]:
-    n = table.count_rows()
-    if n == 0:
-        return {}
-    rows = table.search().select(["doc_id", "doc_hash"]).limit(n).to_arrow()
-    return dict(zip(rows.column("doc_id").to_pylist(), rows.column("doc_hash").to_pylist(), strict=True))
+def _restore(db: Any, table: Any, current: IndexSnapshot) -> None:
+    """Put the chunk table and the build's side tables back to the committed snapshot's versions when a sync
+    that never committed (killed) wrote after it: its rows are in no snapshot and in none of the snapshot's
+    digest sums, so this sync starts from exactly what the snapshot names (and redoes that work).
+    """
+    if int(table.version) != current.chunk_version:
+        table.restore(current.chunk_version)
+    for ref in current.tables.values():
+        side = db.open_table(ref.name)
+        if int(side.version) != ref.version:
+            side.restore(ref.version)
 
 
-def _merge(table: Any, done: EmbeddedBatch, existing: dict[str, str]) -> int:
-    """One atomic merge: a batch's new chunks in, the old chunks of its changed documents out."""
+def _replace(table: Any, done: EmbeddedBatch, existing: KnownDocs) -> int:
+    """A batch's new chunks in, the old chunks of its changed documents out: a delete filtered on those
+    documents and an append, each reading only what it touches (LanceDB's merge with a delete of rows not
+    matched by the source scans the whole table). Two commits, neither named by a snapshot until the sync's
+    last step, and undone by `_restore` when the sync dies between them.
+    """
     replaced = [doc.id for doc, _ in done.batch if doc.id in existing]
-    merge = table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all()
-    if replaced:  # old chunks of changed documents go in the same commit as their new chunks
-        merge = merge.when_not_matched_by_source_delete(f"doc_id IN ({_sql_list(replaced)})")
-    merge.execute(done.data)
+    for i in range(0, len(replaced), 500):
+        table.delete(f"doc_id IN ({_sql_list(replaced[i : i + 500])})")
+    table.add(done.data)
     return int(done.data.num_rows)
 
 
@@ -445,8 +452,20 @@ def _refresh_indices(table: Any, n_chunks: int, opts: IndexOptions, compact: boo
             "HNSW_SQ": kinds.HnswSq,
         }[opts.ann_index_type](distance_type="cosine")
         table.create_index("vector", config=config, replace=True)
-    if compact:  # folds new rows into the FTS/ANN indices and compacts small fragments; removes no version
+    if compact and _needs_optimize(table, n_chunks, opts):
+        # folds new rows into the FTS/ANN indices and compacts small fragments; removes no version
         table.optimize(cleanup_older_than=KEEP_VERSIONS)
+
+
+def _needs_optimize(table: Any, n_chunks: int, opts: IndexOptions) -> bool:
+    """Whether a sync folds its rows into the indices now: when the rows no index covers, or the small
+    fragments, pass `opts.fold_fraction` of the table (searches read unindexed rows by a scan meanwhile, so
+    results are the same). A nightly sync of a few documents then costs what it wrote, not a pass over the
+    whole index.
+    """
+    unindexed = max((getattr(ix, "num_unindexed_rows", 0) or 0 for ix in table.list_indices()), default=0)
+    small = int(table.stats()["fragment_stats"]["num_small_fragments"])
+    return unindexed > opts.fold_fraction * n_chunks or small > max(32, opts.fold_fraction * 1000)
 
 
 def _has_vector_index(table: Any) -> bool:

@@ -98,6 +98,10 @@ class IndexOptions(BaseModel):
     embedding work)."""
     min_coverage: float = Field(default=0.95, ge=0.0, le=1.0)
     """Documents whose indexed words fall below this share of their parser's words are listed in the report."""
+    fold_fraction: float = Field(default=0.05, ge=0.0, le=1.0)
+    """A sync folds its rows into the full-text and vector indices (and compacts) once the rows no index
+    covers pass this share of the table; below it, searches scan those rows (same results, a nightly sync of
+    a few documents does not rewrite the indices). 0: fold at every sync."""
 
 
 class DocCoverage(BaseModel):

@@ -222,3 +222,21 @@ def test_an_edit_to_the_chunking_rules_rebuilds_and_the_report_says_why(
     assert edited.rebuilt and edited.rebuild_reasons == [
         "the chunker, sentence splitter or unit rules (their code) changed"
     ]
+
+
+def test_rows_a_small_sync_leaves_unfolded_are_found_by_every_retrieval_mode(tmp_path: Path) -> None:
+    """A sync of one document in fifty does not rewrite the indices (below `fold_fraction`); searches scan the
+    rows no index covers yet, so the new document is found as if it had been folded in."""
+    from corpus.models import Document
+    from corpus.retrieve import LanceRetriever
+
+    path = tmp_path / "idx.lancedb"
+    docs = [Document(id=f"d{i}", title=f"Doc {i}", text=f"Document {i} is about topic {i}.") for i in range(50)]
+    sync_index(docs, SentenceChunker(), HashEmbedder(), path)
+    new = Document(id="zebra", title="Zebras", text="Quagga stripes puzzled the zoologists.")
+    sync_index([*docs, new], SentenceChunker(), HashEmbedder(), path)
+    table = open_table(path)
+    assert any(getattr(ix, "num_unindexed_rows", 0) for ix in table.list_indices())  # not folded in
+    retriever = LanceRetriever(path, HashEmbedder())
+    for mode in ("hybrid", "fts"):
+        assert retriever.retrieve("quagga stripes", 3, mode)[0].doc_id == "zebra", mode

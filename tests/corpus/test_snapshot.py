@@ -191,3 +191,24 @@ def test_the_digests_a_sync_keeps_are_those_of_the_whole_index(tmp_path: Path) -
         whole = Ledger.of_tables(open_table(path), sides)
         assert (kept.chunks, kept.corpus, kept.sides) == (whole.chunks, whole.corpus, whole.sides)
     assert kept.sides and all(kept.sides.values())  # both side tables were summed
+
+
+def test_a_sync_killed_half_way_leaves_the_next_one_digests_of_the_whole_index(tmp_path: Path) -> None:
+    """A sync that dies after writing some batches (rows no snapshot names, in none of its digest sums): the
+    next sync starts from the committed snapshot's tables, so its kept digests are still the whole index's."""
+    from corpus.snapshot import Ledger, latest_ledger, open_side_table
+
+    path = tmp_path / "idx.lancedb"
+    opts = IndexOptions(sentence_vectors=True, batch_chunks=1)
+    sync_index([*DOCS, _guide()], SentenceChunker(), SpanHashEmbedder(), path, opts)
+    committed = read_snapshot(path).chunk_version
+    edited = [Document(id=d.id, title=d.title, text=d.text + " Edited tonight, sentence two.") for d in DOCS]
+    with pytest.raises(RuntimeError, match="killed"):
+        sync_index([*edited, _guide()], SentenceChunker(), BreaksAfter(calls=3), path, opts)
+    assert open_table(path).version > committed and read_snapshot(path).chunk_version == committed
+    report = sync_index([*edited, _guide()], SentenceChunker(), SpanHashEmbedder(), path, opts)
+    assert report.changed == len(DOCS)
+    snap, kept = read_snapshot(path), latest_ledger(path)
+    assert kept is not None
+    whole = Ledger.of_tables(open_table(path), {kind: open_side_table(path, snap, kind) for kind in snap.tables})
+    assert (kept.chunks, kept.corpus, kept.sides) == (whole.chunks, whole.corpus, whole.sides)

@@ -1,0 +1,37 @@
+"""The compact (document id, content hash) pairs of a sync's diff: right answers whatever the id keys do."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pyarrow as pa
+import pytest
+
+from corpus.errors import CribsheetError
+from corpus.known_docs import KnownDocs
+
+
+def _known(n: int) -> tuple[KnownDocs, dict[str, str]]:
+    pairs = {f"doc-{i}": hashlib.sha256(f"{i}".encode()).hexdigest() for i in range(n)}
+    pairs["ends-in-zero"] = "ab" * 31 + "00"  # a digest whose last byte is NUL survives
+    return KnownDocs(pa.array(list(pairs)), pa.array(list(pairs.values()))), pairs
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_held_hashes_new_ids_duplicates_and_gone(monkeypatch: pytest.MonkeyPatch, collide: bool) -> None:
+    if collide:  # every id under one key: the id itself decides
+        monkeypatch.setattr("corpus.known_docs._key", lambda doc_id: 7)
+    known, pairs = _known(50)
+    assert all(known.hash_of(d) == h for d, h in pairs.items()) and known.hash_of("doc-50") is None
+    assert known.see("ends-in-zero") == pairs["ends-in-zero"]
+    assert known.see("doc-3") == pairs["doc-3"] and known.see("new") is None
+    for again in ("doc-3", "new"):
+        with pytest.raises(CribsheetError, match=f"duplicate document id '{again}'"):
+            known.see(again)
+    assert known.n_seen == 3 and "doc-3" in known and "new" not in known
+    assert known.gone() == sorted(set(pairs) - {"doc-3", "ends-in-zero"})
+
+
+def test_an_empty_index_holds_nothing() -> None:
+    known = KnownDocs()
+    assert len(known) == 0 and known.see("a") is None and known.gone() == [] and known.n_seen == 1
