@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eval.engine.generator import Generator
+from eval.engine.generator import BatchProgress, Generator, ReportsBatchProgress
 from eval.run.citations import citation_part, cited_schema
 from eval.run.draft import GenerationPart, SampleDraft
 from eval.run.scoring import score_answer
@@ -14,9 +14,16 @@ def reset_and_warm(generator: Generator, prefix: str) -> None:
     generator.warm(prefix)
 
 
-def generate_setting(drafts: list[SampleDraft], generator: Generator, prefix: str, cited: bool = False) -> None:
+def generate_setting(
+    drafts: list[SampleDraft],
+    generator: Generator,
+    prefix: str,
+    cited: bool = False,
+    progress: BatchProgress | None = None,
+) -> None:
     """One engine batch for the setting, from a cache holding only the stable prefix; answers are scored.
-    `cited`: answers are held to the `{answer, citations}` schema and their citations scored.
+    `cited`: answers are held to the `{answer, citations}` schema and their citations scored. `progress`:
+    (finished, total) as each request of the batch finishes, where the engine reports it.
     """
     reset_and_warm(generator, prefix)
     limit = getattr(generator, "max_schema_prompt_tokens" if cited else "max_prompt_tokens", None)
@@ -26,6 +33,9 @@ def generate_setting(drafts: list[SampleDraft], generator: Generator, prefix: st
             if n > limit:
                 d.fail("generate", f"prompt of {n} tokens exceeds max_model_len less the answer's tokens ({limit})")
     waiting = [d for d in drafts if d.prompt is not None and d.error is None]
+    reports = progress is not None and isinstance(generator, ReportsBatchProgress)
+    if reports:
+        generator.batch_progress = progress  # type: ignore[union-attr]
     try:
         prompts = [d.prompt or "" for d in waiting]
         if cited:  # each prompt's citations held to the passages it has
@@ -38,6 +48,9 @@ def generate_setting(drafts: list[SampleDraft], generator: Generator, prefix: st
         for d in waiting:
             d.fail("generate", exc)
         return
+    finally:
+        if reports:
+            generator.batch_progress = None  # type: ignore[union-attr]
     for d, gen in zip(waiting, gens, strict=True):
         answer = gen.text
         if cited:

@@ -106,7 +106,9 @@ class SettingRunner:
         # Each setting starts from the same cache state (only the stable prefix warm), so a setting never
         # profits from passages that an earlier setting happened to leave in the cache.
         cited = setting.output == "cited-json"
-        self.timed(f"generate:{name}", partial(generate_setting, drafts, generator, self.prefix, cited))
+        # its own stage: the batch's requests finish one by one, and a stage whose count is full is closed
+        batch = partial(self.tick, f"generate {name}")
+        self.timed(f"generate:{name}", partial(generate_setting, drafts, generator, self.prefix, cited, batch))
         serve_hits(drafts, cache)
         claims = self.timed(
             f"faithfulness:{name}", partial(judge_drafts, drafts, checker, self.comps.judge, self.comps.verifier)

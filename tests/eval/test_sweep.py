@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from corpus.models import Hit
-from eval.engine.generator import GeneratorConfig
+from eval.engine.generator import Generation, GeneratorConfig, Schemas
 from eval.run.sweep import run_sweep
 from eval.run.wiring import Components
 from eval.settings import GridConfig, Setting, SweepConfig
@@ -177,3 +178,29 @@ def test_preflight_names_what_the_grid_needs_before_any_model_loads(setup: Sweep
     bad.write_text('{"id": "q1", "question": "?", "answers": ["a"]}\n{"id": "q2"\n')
     with pytest.raises(CribsheetError, match="bad.jsonl:2: invalid JSON"):
         check_sweep(config.model_copy(update={"questions_path": bad}))
+
+
+def test_an_engine_batch_reports_each_finished_request_to_the_progress(setup: SweepSetup) -> None:
+    """One engine batch can run for minutes: a generator that reports finished requests moves the command's
+    progress inside the batch, under a stage of its own, and is left silent afterwards."""
+
+    class Reporting(ExtractingGenerator):
+        batch_progress: Callable[[int, int], None] | None = None
+
+        def generate(self, prompts: Sequence[str], json_schema: Schemas = None) -> list[Generation]:
+            outs = super().generate(prompts, json_schema)
+            for i in range(len(prompts)):
+                if self.batch_progress is not None:
+                    self.batch_progress(i + 1, len(prompts))
+            return outs
+
+    config, components = setup
+    generator = Reporting()
+    ticks: list[tuple[str, int, int]] = []
+    run_sweep(config, components(generator=generator), progress=lambda s, d, t: ticks.append((s, d, t)))
+    batches = [t for t in ticks if t[0].startswith("generate ")]
+    n = len(generator.batches[0])
+    names = {t[0] for t in batches}
+    assert len(names) == len(config.grid.expand()) and n > 1
+    assert [d for s, d, _ in batches if s == sorted(names)[0]] == list(range(1, n + 1))
+    assert generator.batch_progress is None
