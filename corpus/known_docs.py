@@ -84,7 +84,7 @@ class KnownDocs:
         if self._seen[pos]:
             raise CribsheetError(f"duplicate document id '{doc_id}' in the corpus stream")
         self._seen[pos] = True
-        return self._hashes[pos].tobytes().hex()
+        return str(self._hashes[pos].tobytes().hex())
 
     @property
     def n_seen(self) -> int:

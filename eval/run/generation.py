@@ -33,9 +33,9 @@ def generate_setting(
             if n > limit:
                 d.fail("generate", f"prompt of {n} tokens exceeds max_model_len less the answer's tokens ({limit})")
     waiting = [d for d in drafts if d.prompt is not None and d.error is None]
-    reports = progress is not None and isinstance(generator, ReportsBatchProgress)
-    if reports:
-        generator.batch_progress = progress  # type: ignore[union-attr]
+    reporter = generator if progress is not None and isinstance(generator, ReportsBatchProgress) else None
+    if reporter is not None:
+        reporter.batch_progress = progress
     try:
         prompts = [d.prompt or "" for d in waiting]
         if cited:  # each prompt's citations held to the passages it has
@@ -49,8 +49,8 @@ def generate_setting(
             d.fail("generate", exc)
         return
     finally:
-        if reports:
-            generator.batch_progress = None  # type: ignore[union-attr]
+        if reporter is not None:
+            reporter.batch_progress = None
     for d, gen in zip(waiting, gens, strict=True):
         answer = gen.text
         if cited:

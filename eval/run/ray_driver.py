@@ -39,7 +39,8 @@ class SettingWorker:
         import_plugins(plugins)
         self.comps = build_components(config, settings)
         self.settings = settings
-        self.runner = SettingRunner(config, self.comps, run_id, questions, n_candidates)
+        # rows travel back to the driver, which may be another machine: none set aside in a local file here
+        self.runner = SettingRunner(config, self.comps, run_id, questions, n_candidates, spill_rows=False)
         self.warm_report = self.runner.warm()
 
     def warm(self) -> tuple[WarmReport, str | None]:

@@ -29,6 +29,7 @@ from eval.run.generation import generate_setting
 from eval.run.latency import kept_order, lay_out
 from eval.run.provenance import hardware_digest
 from eval.run.scoring import judge_drafts, retrieval_scores
+from eval.run.spill import RowSpill
 from eval.run.wiring import Components
 from eval.settings import Setting, SweepConfig, setting_json
 from eval.store import dumps
@@ -39,14 +40,30 @@ Progress = Callable[[str, int, int], None]
 """Callback (stage, done, total) for progress bars."""
 
 
+BLOCK_QUESTIONS = 1000
+"""Questions of a setting computed (compressed, generated in one engine batch, judged) and set aside together:
+a setting with more goes to a spill file block by block (`eval.run.spill`), so a sweep's memory does not grow
+with its question count."""
+
+
 @dataclass
 class SettingOutput:
-    """What one setting produced: its rows and claim evidence, and the stage times it took."""
+    """What one setting produced: its rows and claim evidence (in `rows` and `claims`, or block by block in
+    `spill` for a setting of more than `BLOCK_QUESTIONS` questions), and the stage times it took.
+    """
 
     setting: Setting
     rows: list[SampleRow]
     claims: list[ClaimRow]
     stages: dict[str, float] = field(default_factory=dict)
+    spill: RowSpill | None = None
+
+    def counts(self) -> tuple[int, int, str | None]:
+        """(rows, failed rows, the first failed row's error)."""
+        if self.spill is not None:
+            return self.spill.n_rows, self.spill.n_failed, self.spill.first_error
+        failed = [r for r in self.rows if r.status != "ok"]
+        return len(self.rows), len(failed), failed[0].error if failed else None
 
 
 @dataclass
@@ -71,6 +88,8 @@ class SettingRunner:
     """sha256 of this process's machine (on Ray: the worker's), stamped on every row it computes."""
     warm_report: WarmReport | None = None
     """What `warm()` reported (kept for the run row)."""
+    spill_rows: bool = True
+    """Set a large setting's rows aside in a local spill file (False on a Ray worker: its rows travel back)."""
 
     def machine(self) -> tuple[str | None, str | None]:
         """(hardware sha256, engine precision) of the process computing the rows."""
@@ -98,11 +117,45 @@ class SettingRunner:
             raise RuntimeError("SettingRunner.warm() must run before compute()")
         before = dict(self.stages)
         self.rank(setting.retrieval, setting.reranker)
-        name, generator, checker = setting.name, self.comps.generator, self.checker
-        stage = f"setting {index}/{total} {name}"
+        stage = f"setting {index}/{total} {setting.name}"
         self.tick(stage, 0, len(self.questions))  # starts the stage's clock
+        name = setting.name
         cache = self.timed(f"answer_cache:{name}", partial(self.cache_hits, setting.answer_cache))
-        drafts = self.timed(f"compress:{name}", partial(self.prepare, setting, self.layout, cache.hits))
+        n = len(self.questions)
+        # A cache hit is served from an earlier question's answer, which must be in its block: one block then.
+        size = max(1, n if cache.hits or not self.spill_rows else BLOCK_QUESTIONS)
+        spill = RowSpill() if size < n else None
+        rows: list[SampleRow] = []
+        claims: list[ClaimRow] = []
+        try:
+            for start in range(0, max(n, 1), size):
+                block_rows, block_claims = self.block(setting, cache, start, self.questions[start : start + size])
+                if spill is not None:
+                    spill.add(block_rows, block_claims)
+                else:
+                    rows, claims = rows + block_rows, claims + block_claims
+                if start + size < n:
+                    self.tick(stage, start + size, n)
+        except BaseException:
+            if spill is not None:
+                spill.close()
+                spill.remove()
+            raise
+        # Latency is not measured here, setting by setting: the latency phase times every setting of the run
+        # back to back per probe question (`eval.run.latency`), after the answers.
+        self.tick(stage, n, n)  # the setting is done: its line, its bar full
+        spent = {k: v - before.get(k, 0.0) for k, v in self.stages.items() if v != before.get(k, 0.0)}
+        return SettingOutput(setting, rows, claims, spent, spill)
+
+    def block(
+        self, setting: Setting, cache: CacheLookups, start: int, questions: list[Question]
+    ) -> tuple[list[SampleRow], list[ClaimRow]]:
+        """One block of a setting's questions: compressed, generated in one engine batch, judged."""
+        assert self.layout is not None and self.checker is not None  # warm() ran (checked by compute)
+        name, generator = setting.name, self.comps.generator
+        drafts = self.timed(
+            f"compress:{name}", partial(self.prepare, setting, self.layout, cache.hits, questions, start)
+        )
         # Each setting starts from the same cache state (only the stable prefix warm), so a setting never
         # profits from passages that an earlier setting happened to leave in the cache.
         cited = setting.output == "cited-json"
@@ -111,13 +164,10 @@ class SettingRunner:
         self.timed(f"generate:{name}", partial(generate_setting, drafts, generator, self.prefix, cited, batch))
         serve_hits(drafts, cache)
         claims = self.timed(
-            f"faithfulness:{name}", partial(judge_drafts, drafts, checker, self.comps.judge, self.comps.verifier)
+            f"faithfulness:{name}",
+            partial(judge_drafts, drafts, self.checker, self.comps.judge, self.comps.verifier),
         )
-        # Latency is not measured here, setting by setting: the latency phase times every setting of the run
-        # back to back per probe question (`eval.run.latency`), after the answers.
-        self.tick(stage, len(self.questions), len(self.questions))  # the setting is done: its line, its bar full
-        spent = {k: v - before.get(k, 0.0) for k, v in self.stages.items() if v != before.get(k, 0.0)}
-        return SettingOutput(setting, [d.row() for d in drafts], claims, spent)
+        return [d.row() for d in drafts], claims
 
     def cache_hits(self, threshold: float | None) -> CacheLookups:
         """Questions the semantic answer cache serves at `threshold` (none when the cache is off). The lookup
@@ -154,17 +204,23 @@ class SettingRunner:
         self.ranked.commit()
 
     def prepare(
-        self, setting: Setting, layout: PromptLayout, served: dict[str, CacheHit] | None = None
+        self,
+        setting: Setting,
+        layout: PromptLayout,
+        served: dict[str, CacheHit] | None = None,
+        questions: list[Question] | None = None,
+        offset: int = 0,
     ) -> list[SampleDraft]:
-        """Compress and lay out every question of one setting (answer cache hits skip it); a failure is a
-        failed sample, never a gap.
+        """Compress and lay out `questions` (default: every question; `offset`: where they start, for the
+        progress) of one setting (answer cache hits skip it); a failure is a failed sample, never a gap.
         """
+        questions = self.questions if questions is None else questions
         compressor = self.comps.compressors[setting.compressor]
         stored = setting_json(setting, self.config.component_specs(setting))
         drafts: list[SampleDraft] = []
         instruction = CITED_INSTRUCTION if setting.output == "cited-json" else ""
         setting_hash, machine = self.config.setting_hash(setting), self.machine()
-        for i, q in enumerate(self.questions, start=1):
+        for i, q in enumerate(questions, start=offset + 1):
             sample = _sample_key(self.run_id, setting, setting_hash, stored, q, machine)
             if served and q.id in served:  # answered from the cache: no retrieval, compression or prompt
                 drafts.append(SampleDraft(key=sample, retrieval=RetrievalPart(), gold_docs=list(q.gold_doc_ids)))
@@ -209,7 +265,7 @@ class SettingRunner:
             )
             draft.prompt = layout.render(context, q.question, instruction)
             self.tick(f"compress {setting.name}", i, len(self.questions))
-        compressor.flush()  # one LanceDB commit per setting, not one per passage
+        compressor.flush()  # one LanceDB commit per block of questions, not one per passage
         return drafts
 
 

@@ -259,16 +259,22 @@ class _Sweep:
             self.heartbeat.check()  # a run taken over, or no longer heartbeating, stores nothing more
             for stage, seconds in out.stages.items():
                 self.stages[stage] = self.stages.get(stage, 0.0) + seconds
-            self.store.add_samples(out.rows, out.claims, owner=self.heartbeat.owner)
-            n_rows += len(out.rows)
-            failed = [r for r in out.rows if r.status != "ok"]
-            self.tick(f"stored {out.setting.name}", len(out.rows), len(out.rows))
+            if out.spill is not None:  # a large setting's rows, set aside block by block
+                try:
+                    self.store.add_spilled_samples(out.spill.close(), owner=self.heartbeat.owner)
+                finally:
+                    out.spill.remove()
+            else:
+                self.store.add_samples(out.rows, out.claims, owner=self.heartbeat.owner)
+            n, failed, first_error = out.counts()
+            n_rows += n
+            self.tick(f"stored {out.setting.name}", n, n)
             if failed:
-                self.tick(f"{out.setting.name}: failed samples", len(failed), len(failed))
-            if out.rows and len(failed) > self.config.max_failed_fraction * len(out.rows):
+                self.tick(f"{out.setting.name}: failed samples", failed, failed)
+            if n and failed > self.config.max_failed_fraction * n:
                 raise SettingFailed(
-                    f"setting {out.setting.name}: {len(failed)} of {len(out.rows)} samples failed (more than "
-                    f"max_failed_fraction {self.config.max_failed_fraction:g}); first: {failed[0].error}; "
+                    f"setting {out.setting.name}: {failed} of {n} samples failed (more than "
+                    f"max_failed_fraction {self.config.max_failed_fraction:g}); first: {first_error}; "
                     "the run is marked failed with its rows kept; fix the cause and run again to resume it"
                 )
 

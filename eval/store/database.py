@@ -181,6 +181,33 @@ class DuckDBStore(RunLifecycle, LatencyStore):
             self._insert(con, "samples", rows)
             self._insert(con, "claims", claims)
 
+    def add_spilled_samples(self, spill: Path, owner: Owner | None = None) -> None:
+        """One setting's rows and claims from a spill file (`eval.run.spill`: the same tables, written block by
+        block), moved in as `add_samples` would: in one transaction, replacing that setting's rows.
+        """
+        if self.read_only:
+            raise CribsheetError(f"{self.path}: opened read-only; cannot write")
+        with self.connect() as con:
+            con.execute("ATTACH ? AS spill (READ_ONLY)", [str(spill)])
+            try:
+                keys = con.execute("SELECT DISTINCT run_id, setting_hash FROM spill.samples").fetchall()
+                con.execute("BEGIN")
+                try:
+                    if owner is not None:
+                        for run_id in sorted({k[0] for k in keys}):
+                            check_owner(con, run_id, owner)
+                    for run_id, setting_hash in sorted(keys):
+                        drop_setting(con, run_id, setting_hash)
+                    for table in ("samples", "claims"):
+                        names = ", ".join(n for n, _ in columns(TABLES[table]))
+                        con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM spill.{table}")
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+                con.execute("COMMIT")
+            finally:
+                con.execute("DETACH spill")
+
     def add_decision(self, row: GateDecisionRow) -> None:
         """One gate decision."""
         with self.transaction() as con:

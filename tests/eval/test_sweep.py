@@ -204,3 +204,42 @@ def test_an_engine_batch_reports_each_finished_request_to_the_progress(setup: Sw
     assert len(names) == len(config.grid.expand()) and n > 1
     assert [d for s, d, _ in batches if s == sorted(names)[0]] == list(range(1, n + 1))
     assert generator.batch_progress is None
+
+
+def test_a_setting_larger_than_a_block_is_set_aside_block_by_block_and_stored_whole(
+    setup: SweepSetup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks of two questions (a spill file each setting) store the rows one block of all questions stores,
+    in one transaction per setting; a setting that fails in its second block stores nothing of itself."""
+    import eval.run.runner as runner
+
+    config, components = setup
+    config = config.model_copy(update={"probe_questions": 0})
+    whole = run_sweep(config, components(), reuse=False)
+    monkeypatch.setattr(runner, "BLOCK_QUESTIONS", 2)
+    spilled = config.model_copy(update={"store_path": tmp_path / "spilled.duckdb"})
+    blocks = run_sweep(spilled, components(), reuse=False)
+
+    def answers(path: Path, run_id: str) -> list[tuple[object, ...]]:
+        with duckdb.connect(str(path), read_only=True) as con:
+            return con.execute(
+                "SELECT setting_hash, question_id, answer, context_text, faithfulness, status FROM samples "
+                "WHERE run_id = ? ORDER BY 1, 2",
+                [run_id],
+            ).fetchall()
+
+    n_questions = len(answers(config.store_path, whole.run_id)) // len(config.grid.expand())
+    assert n_questions > 2  # more than one block
+    assert answers(spilled.store_path, blocks.run_id) == answers(config.store_path, whole.run_id)
+
+    class DiesInSecondBlock(ExtractingGenerator):
+        def generate(self, prompts: Sequence[str], json_schema: Schemas = None) -> list[Generation]:
+            if len(self.batches) == 1:
+                raise KeyboardInterrupt  # the process is stopped mid-setting
+            return super().generate(prompts, json_schema)
+
+    killed = config.model_copy(update={"store_path": tmp_path / "killed.duckdb"})
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(killed, components(generator=DiesInSecondBlock()), reuse=False)
+    with duckdb.connect(str(killed.store_path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM samples").fetchone() == (0,)
