@@ -255,11 +255,20 @@ def _sync(
     low: list[DocCoverage] = []  # only the documents below min_coverage are kept: memory stays flat
     words = {"parser": 0, "indexed": 0}
 
+    def looked_up() -> Iterator[tuple[Document, str | None]]:
+        """Each document of the stream with the hash the index holds for it, looked up a block at a time."""
+        block: list[Document] = []
+        for doc in docs:
+            block.append(doc)
+            if len(block) == 4096:
+                yield from zip(block, existing.see_many([d.id for d in block]), strict=True)
+                block = []
+        yield from zip(block, existing.see_many([d.id for d in block]), strict=True)
+
     def batches() -> Iterator[Batch]:
         pending: Batch = []
         pending_chunks = 0
-        for n, doc in enumerate(docs, start=1):
-            old = existing.see(doc.id)
+        for n, (doc, old) in enumerate(looked_up(), start=1):
             digest = doc.content_hash()
             if old == digest:
                 counts["unchanged"] += 1

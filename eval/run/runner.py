@@ -5,17 +5,13 @@ sharded sweep computes exactly what a single-process one does.
 
 from __future__ import annotations
 
-import pickle
-import sqlite3
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import TypeVar
 
-from corpus.models import Hit, Question
+from corpus.models import Question
 from corpus.retrieve import RetrievalMode
 from eval.answer_cache.guard import question_guard
 from eval.answer_cache.lookup import CacheHit, CacheLookups, cache_hits
@@ -29,11 +25,11 @@ from eval.run.generation import generate_setting
 from eval.run.latency import kept_order, lay_out
 from eval.run.provenance import hardware_digest
 from eval.run.scoring import judge_drafts, retrieval_scores
-from eval.run.spill import RowSpill
 from eval.run.wiring import Components
 from eval.settings import Setting, SweepConfig, setting_json
 from eval.store import dumps
 from eval.store.rows import ClaimRow, SampleRow
+from eval.store.scratch import RankedLists, RowSpill
 
 T = TypeVar("T")
 Progress = Callable[[str, int, int], None]
@@ -267,50 +263,6 @@ class SettingRunner:
             self.tick(f"compress {setting.name}", i, len(self.questions))
         compressor.flush()  # one LanceDB commit per block of questions, not one per passage
         return drafts
-
-
-class RankedLists:
-    """Reranked candidate lists by (mode, reranker, question id) in a SQLite file of a temporary folder (removed
-    with the object): what a sweep shares between settings, kept off the heap. Hits are stored without their
-    vectors (a reranker's input, not needed after it).
-    """
-
-    def __init__(self) -> None:
-        self._dir: tempfile.TemporaryDirectory[str] | None = None
-        self._con: sqlite3.Connection | None = None
-
-    def _db(self) -> sqlite3.Connection:
-        if self._con is None:
-            self._dir = tempfile.TemporaryDirectory(prefix="cribsheet-ranked-")
-            self._con = sqlite3.connect(Path(self._dir.name) / "ranked.sqlite", check_same_thread=False)
-            self._con.execute("CREATE TABLE ranked (key TEXT PRIMARY KEY, hits BLOB)")
-        return self._con
-
-    @staticmethod
-    def _key(key: tuple[str, str, str]) -> str:
-        return "\x1f".join(key)
-
-    def put(self, key: tuple[str, str, str], hits: list[Hit]) -> None:
-        """Store one question's ranked list (committed by `commit`)."""
-        blob = pickle.dumps([h.model_copy(update={"vector": None}) for h in hits], protocol=pickle.HIGHEST_PROTOCOL)
-        self._db().execute("INSERT OR REPLACE INTO ranked VALUES (?, ?)", (self._key(key), blob))
-
-    def commit(self) -> None:
-        """Make every list put so far readable."""
-        self._db().commit()
-
-    def has(self, key: tuple[str, str, str]) -> bool:
-        """Whether a list is stored under `key`."""
-        row = self._db().execute("SELECT 1 FROM ranked WHERE key = ?", (self._key(key),)).fetchone()
-        return row is not None
-
-    def get(self, key: tuple[str, str, str]) -> list[Hit]:
-        """The ranked list stored under `key` (KeyError when there is none)."""
-        row = self._db().execute("SELECT hits FROM ranked WHERE key = ?", (self._key(key),)).fetchone()
-        if row is None:
-            raise KeyError(key)
-        hits: list[Hit] = pickle.loads(row[0])  # noqa: S301 (our own file, written above)
-        return hits
 
 
 def _sample_key(

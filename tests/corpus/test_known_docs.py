@@ -35,3 +35,29 @@ def test_held_hashes_new_ids_duplicates_and_gone(monkeypatch: pytest.MonkeyPatch
 def test_an_empty_index_holds_nothing() -> None:
     known = KnownDocs()
     assert len(known) == 0 and known.see("a") is None and known.gone() == [] and known.n_seen == 1
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_a_block_lookup_answers_as_one_by_one(monkeypatch: pytest.MonkeyPatch, collide: bool) -> None:
+    if collide:
+        monkeypatch.setattr("corpus.known_docs._key", lambda doc_id: int(doc_id.endswith("7")))
+    known, pairs = _known(30)
+    ids = ["doc-7", "new-1", "ends-in-zero", "doc-17", "doc-29"]
+    assert known.see_many(ids) == [pairs.get(i) for i in ids]
+    assert known.see_many([]) == []
+    for block in (["doc-7"], ["new-1"], ["x", "y", "x"]):
+        with pytest.raises(CribsheetError, match="duplicate document id"):
+            known.see_many(block)
+    assert known.gone() == sorted(set(pairs) - set(ids))
+
+
+def test_the_content_hash_of_a_plain_document_is_that_of_its_json() -> None:
+    """The fast path (no metadata, no sections) hashes exactly the text json.dumps writes: stored hashes hold."""
+    import json
+
+    from corpus.models import Document
+
+    for title, text in [("T", "plain"), ('Q"uote\\', "“curly” é 😀 \u2028 \x00 \t\n"), ("", "x")]:
+        payload = json.dumps([title, text, {}], sort_keys=True, default=str)
+        doc = Document(id="a", title=title, text=text)
+        assert doc.content_hash() == hashlib.sha256(payload.encode()).hexdigest()
