@@ -78,6 +78,12 @@ def embed_batch(
     coverage: list[DocCoverage] = []
     for doc, digest in batch:
         mine = list(chunker.chunk([doc]))
+        if mine and sorted(c.position for c in mine) != list(range(len(mine))):
+            # a sync finds each document's content hash on its chunk 0 (`corpus.known_docs`)
+            raise CribsheetError(
+                f"chunker {type(chunker).__name__} numbered the chunks of '{doc.id}' "
+                f"{sorted(c.position for c in mine)[:5]}...; a document's chunks are numbered 0, 1, 2, ..."
+            )
         coverage.append(document_coverage(doc, [(c.char_start, c.char_end) for c in mine]))
         chunks.extend((c, doc, digest) for c in mine)
     texts = [indexed_text(c) for c, _, _ in chunks]

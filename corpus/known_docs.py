@@ -10,16 +10,72 @@ ones remembered as Python strings: a sync's memory grows with what changed, not 
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
 
 from corpus.errors import CribsheetError
 
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+_HEX = np.full(256, 255, dtype=np.uint8)
+_HEX[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16, dtype=np.uint8)
+_HEX[np.frombuffer(b"ABCDEF", dtype=np.uint8)] = np.arange(10, 16, dtype=np.uint8)
+
+
+def _buffers(strings: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, lengths, bytes) of an Arrow string array, read from its buffers: no Python string per value."""
+    import pyarrow as pa
+
+    arr = pa.array(strings, type=pa.string()) if isinstance(strings, list) else strings
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    _, offsets_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=width)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, dtype=np.uint8)
+    return offsets[:-1], np.diff(offsets), data
+
+
+def _keys(strings: Any) -> np.ndarray:
+    """A 64-bit FNV-1a key of each string (of an Arrow string array or a list), computed column by column of
+    the bytes in NumPy: a million ids cost milliseconds and no Python objects. Used only to look ids up within
+    one process, so its stability across versions does not matter; equal keys are resolved by the id itself.
+    """
+    starts, lengths, data = _buffers(strings)
+    keys = np.full(len(starts), _FNV_OFFSET, dtype=np.uint64)
+    live = np.arange(len(starts))
+    for j in range(int(lengths.max()) if len(lengths) else 0):
+        live = live[lengths[live] > j]
+        keys[live] = (keys[live] ^ data[starts[live] + j].astype(np.uint64)) * _FNV_PRIME
+    return keys
+
+
+def _digests(hashes: Any) -> np.ndarray:
+    """The hex content hashes of an Arrow string array as 32-byte rows, decoded in NumPy."""
+    starts, lengths, data = _buffers(hashes)
+    if not len(starts):
+        return np.zeros((0, 32), dtype=np.uint8)
+    if not (lengths == 64).all():
+        raise CribsheetError("the index holds a document hash that is not a 64-digit sha256; rebuild it (--rebuild)")
+    first = int(starts[0])
+    contiguous = bool((starts == first + 64 * np.arange(len(starts))).all())  # the usual layout: one run of digits
+    digests = np.empty((len(starts), 32), dtype=np.uint8)
+    for lo in range(0, len(starts), 65536):  # in blocks: the hex digits of a million hashes are 64 MB
+        hi = min(lo + 65536, len(starts))
+        if contiguous:
+            chars = data[first + 64 * lo : first + 64 * hi].reshape(hi - lo, 64)
+        else:
+            chars = np.stack([data[a : a + 64] for a in starts[lo:hi].tolist()])
+        nibbles = _HEX[chars]
+        if (nibbles == 255).any():
+            raise CribsheetError("the index holds a document hash that is not hexadecimal; rebuild it (--rebuild)")
+        digests[lo:hi] = (nibbles[:, 0::2] << 4) | nibbles[:, 1::2]
+    return digests
+
 
 def _key(doc_id: str) -> int:
-    return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "little")
+    return int(_keys([doc_id])[0])
 
 
 class KnownDocs:
@@ -31,26 +87,23 @@ class KnownDocs:
 
         self._ids = ids if ids is not None else pa.array([], pa.string())
         n = len(self._ids)
-        keys = np.fromiter((_key(i) for i in self._ids.to_pylist()), dtype=np.uint64, count=n)
+        keys = _keys(self._ids)
         self._order = np.argsort(keys, kind="stable")
         self._keys = keys[self._order]
-        raw = b"".join(bytes.fromhex(h) for h in (hashes.to_pylist() if hashes is not None else []))
-        self._hashes = np.frombuffer(raw, dtype=np.uint8).reshape(n, 32)[self._order]  # rows, not S32: no NUL strip
+        raw = _digests(hashes) if hashes is not None else np.zeros((0, 32), dtype=np.uint8)
+        self._hashes = raw[self._order]
         self._seen = np.zeros(n, dtype=bool)
         self._new: set[str] = set()
 
     @classmethod
     def of_table(cls, table: Any) -> KnownDocs:
-        """The pairs of the chunk table `table` (its `doc_id` and `doc_hash` columns only)."""
-        import pyarrow.compute as pc
-
+        """The pairs of the chunk table `table` (its `doc_id` and `doc_hash` columns of each chunk 0 only)."""
         n = table.count_rows()
         if n == 0:
             return cls()
-        rows = table.search().select(["doc_id", "doc_hash"]).limit(n).to_arrow()
-        pairs = rows.group_by(["doc_id", "doc_hash"]).aggregate([])  # one row per document, not per chunk
-        ids = pc.cast(pairs.column("doc_id"), "string").combine_chunks()
-        return cls(ids, pc.cast(pairs.column("doc_hash"), "string").combine_chunks())
+        # one row per document, its chunk 0 (the writer numbers every document's chunks from 0)
+        rows = table.search().where("position = 0").select(["doc_id", "doc_hash"]).limit(n).to_arrow()
+        return cls(rows.column("doc_id").combine_chunks(), rows.column("doc_hash").combine_chunks())
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -97,7 +150,7 @@ class KnownDocs:
             raise CribsheetError(f"duplicate document id '{twice}' in the corpus stream")
         if not len(self._keys):
             return [self.see(d) for d in doc_ids]
-        keys = np.fromiter((_key(d) for d in doc_ids), dtype=np.uint64, count=len(doc_ids))
+        keys = _keys(doc_ids)
         pos = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
         candidate = np.flatnonzero(self._keys[pos] == keys)
         held = self._ids.take(pa.array(self._order[pos[candidate]], type=pa.int64())).to_pylist()

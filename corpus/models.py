@@ -67,7 +67,8 @@ class Chunk(BaseModel):
     doc_id: str
     title: str
     position: int
-    """Index of the chunk inside its document (0-based)."""
+    """Index of the chunk inside its document: 0, 1, 2, ... (a sync reads each document's content hash from
+    its chunk 0; the index writer refuses other numberings)."""
     char_start: int = 0
     """Offset of the chunk's first character in the document text."""
     char_end: int = 0

@@ -240,3 +240,19 @@ def test_rows_a_small_sync_leaves_unfolded_are_found_by_every_retrieval_mode(tmp
     retriever = LanceRetriever(path, HashEmbedder())
     for mode in ("hybrid", "fts"):
         assert retriever.retrieve("quagga stripes", 3, mode)[0].doc_id == "zebra", mode
+
+
+def test_a_chunker_that_numbers_a_documents_chunks_otherwise_is_refused(tmp_path: Path) -> None:
+    """A sync reads each document's content hash from its chunk 0: a chunker numbering from 1 is refused by
+    name, and no index is left behind."""
+    from corpus.models import Document
+
+    class FromOne(SentenceChunker):
+        def chunk(self, docs):  # type: ignore[no-untyped-def]
+            for c in super().chunk(docs):
+                yield c.model_copy(update={"position": c.position + 1})
+
+    path = tmp_path / "idx.lancedb"
+    with pytest.raises(CribsheetError, match="chunker FromOne numbered the chunks of 'd'"):
+        sync_index([Document(id="d", title="T", text="One sentence here.")], FromOne(), HashEmbedder(), path)
+    assert not path.exists()
