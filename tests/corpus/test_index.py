@@ -245,10 +245,12 @@ def test_rows_a_small_sync_leaves_unfolded_are_found_by_every_retrieval_mode(tmp
 def test_a_chunker_that_numbers_a_documents_chunks_otherwise_is_refused(tmp_path: Path) -> None:
     """A sync reads each document's content hash from its chunk 0: a chunker numbering from 1 is refused by
     name, and no index is left behind."""
-    from corpus.models import Document
+    from collections.abc import Iterable, Iterator
+
+    from corpus.models import Chunk
 
     class FromOne(SentenceChunker):
-        def chunk(self, docs):  # type: ignore[no-untyped-def]
+        def chunk(self, docs: Iterable[Document]) -> Iterator[Chunk]:
             for c in super().chunk(docs):
                 yield c.model_copy(update={"position": c.position + 1})
 
