@@ -85,7 +85,9 @@ def sweep_step(q: int, folder: Path) -> dict[str, float]:
     from corpus.models import Hit
     from eval.compress import NoCompressor
     from eval.rerank import DenseReranker
-    from eval.run.sweep import run_sweep
+    from eval.run import sweep as _sweep
+
+    run_sweep = _sweep.run_sweep
     from eval.run.wiring import Components
     from eval.settings import CompressionSpec, GridConfig, SweepConfig
     from tests.conftest import write_jsonl

@@ -188,6 +188,7 @@ class DuckDBStore(RunLifecycle, LatencyStore):
         if self.read_only:
             raise CribsheetError(f"{self.path}: opened read-only; cannot write")
         with self.connect() as con:
+            con.execute("SET memory_limit = '256MB'")  # the move streams; DuckDB would otherwise cache it all
             con.execute("ATTACH ? AS spill (READ_ONLY)", [str(spill)])
             try:
                 keys = con.execute("SELECT DISTINCT run_id, setting_hash FROM spill.samples").fetchall()

@@ -75,7 +75,8 @@ class RowSpill:
 
         self._dir = tempfile.TemporaryDirectory(prefix="cribsheet-rows-")
         self.path = Path(self._dir.name) / "rows.duckdb"
-        self._con: Any = duckdb.connect(str(self.path))
+        # a small buffer pool: written blocks go to the file, not the heap (DuckDB keeps pages up to its limit)
+        self._con: Any = duckdb.connect(str(self.path), config={"memory_limit": "64MB"})
         for table in ("samples", "claims"):
             self._con.execute(f"CREATE TABLE {table} ({', '.join(f'{n} {t}' for n, t in columns(TABLES[table]))})")
         self._insert = DuckDBStore._insert
