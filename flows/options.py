@@ -24,6 +24,8 @@ def parse_compression(spec: str) -> dict[str, Any]:
     name, _, ratio = spec.partition(":")
     if ratio.startswith("auto"):
         name, ratio = f"{name}-auto", ratio.removeprefix("auto").lstrip(":") or "8"
+    elif name.endswith("-auto") and not ratio:  # `pruned-auto`: its ratio is a ceiling, 8x unless given
+        ratio = "8"
     try:
         return {"compressor": name, "target_ratio": float(ratio) if ratio else 1.0}
     except ValueError:

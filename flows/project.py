@@ -81,7 +81,7 @@ def default_grid() -> GridConfig:
         compressions=[
             CompressionSpec(),
             CompressionSpec(compressor="pruned", target_ratio=4.0),
-            CompressionSpec(compressor="pruned-auto"),
+            CompressionSpec(compressor="pruned-auto", target_ratio=8.0),
             CompressionSpec(compressor="llmlingua", target_ratio=4.0, top_ks=[3]),
         ],
         top_ks=[3, 8],
@@ -140,7 +140,7 @@ grid:                      # what is compared: every compression at every top-k 
   compressions:
     - {{compressor: none}}                     # the baseline each candidate is gated against
     - {{compressor: pruned, target_ratio: 4}}  # query-aware unit selection on index-time vectors
-    - {{compressor: pruned-auto}}              # pruned, budget set by the question's coverage
+    - {{compressor: pruned-auto, target_ratio: 8}}  # pruned, budget by relevance (8x at most)
     - {{compressor: llmlingua, target_ratio: 4, top_ks: [3]}}   # query-agnostic LLMLingua
 policy: policies/gate.yaml # margins, confidence, the latency rule; a `sequential:` block gates sequentially too
 workdir: runs/{name}       # index, results store (results.duckdb), questions and report go here

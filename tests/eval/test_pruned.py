@@ -303,6 +303,7 @@ def test_pruned_auto_is_its_own_setting_and_its_share_is_in_the_hash(tmp_path: P
 
     assert parse_compression("pruned:auto:8") == {"compressor": "pruned-auto", "target_ratio": 8.0}
     assert parse_compression("pruned:auto") == {"compressor": "pruned-auto", "target_ratio": 8.0}
+    assert parse_compression("pruned-auto") == {"compressor": "pruned-auto", "target_ratio": 8.0}  # README's form
     grid = GridConfig(compressions=[CompressionSpec(compressor="pruned-auto", target_ratio=8.0)])
     base = SweepConfig(index_path=tmp_path, questions_path=tmp_path, store_path=tmp_path / "r", grid=grid)
     other = base.model_copy(update={"compressor": CompressorConfig(relevance_share=0.6)})

@@ -94,3 +94,17 @@ def test_run_does_everything_the_project_file_says(tmp_path: Path, policy_exit: 
         (settings,) = con.execute("SELECT count(DISTINCT setting_hash) FROM samples").fetchone() or (0,)
         (slots,) = con.execute("SELECT count(*) FROM latency_slots").fetchone() or (0,)
     assert settings == 2 and slots == 3 * 3 * 3  # 3 probe questions x 3 blocks x (2 settings + the twin)
+
+
+def test_the_grid_init_writes_expands_into_valid_settings(tmp_path: Path) -> None:
+    """Every setting of the default grid as `init` writes it is one a sweep accepts (the fast tests below run a
+    grid of fakes; a default setting the sweep refuses stops a user's first `run`)."""
+    from eval.settings import GridConfig
+    from flows.project import default_grid
+
+    result = CliRunner().invoke(app, ["init", str(TREE), "--out", str(tmp_path / "p.yaml")])
+    assert result.exit_code == 0, result.output
+    written = GridConfig.model_validate(yaml.safe_load((tmp_path / "p.yaml").read_text())["grid"])
+    for grid in (written, default_grid()):
+        settings = grid.expand()
+        assert len(settings) == 7 and {s.compressor for s in settings} == {"none", "pruned", "pruned-auto", "llmlingua"}
