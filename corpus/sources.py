@@ -11,6 +11,7 @@ Policy for bad input (also in the README):
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +43,9 @@ class SourceConfig(BaseModel):
     extensions: dict[str, str] = Field(default_factory=dict)
     """Folder mode: file extension -> registered extractor, over the defaults (e.g. `.txt: rst` for Sphinx
     sources written as .txt)."""
+    exclude: list[str] = Field(default_factory=list)
+    """Folder mode: files whose path below the folder matches one of these patterns (fnmatch, `*` crossing
+    folders, e.g. `html/_sources/*`) are not read: a second copy of the same pages, generated files."""
     parquet_batch_rows: int = Field(default=2048, ge=1)
 
 
@@ -175,6 +179,11 @@ def _iter_tree(root: Path, config: SourceConfig, skips: SkipLog) -> Iterator[Doc
                 skips.add(str(sub), "symbolic link to a folder (not followed)")
         for name in sorted(filenames):
             file = here / name
+            rel = file.relative_to(root).as_posix()
+            pattern = next((p for p in config.exclude if fnmatch.fnmatchcase(rel, p)), None)
+            if pattern is not None:
+                skips.add(str(file), f"excluded by the pattern '{pattern}'")
+                continue
             kind = extensions.get(file.suffix.lower())
             if kind is None:
                 skips.add(str(file), f"unsupported file type '{file.suffix or '(none)'}'")

@@ -29,20 +29,22 @@ def init(
     from flows.project import detect, edited_by_hand, render
 
     try:
-        counts, extensions = detect(corpus)
+        found_here = detect(corpus)
         if out_path.exists() and edited_by_hand(out_path) and not force:
             raise CribsheetError(
                 f"{out_path}: exists and was edited since `cribsheet init` wrote it; --force overwrites"
             )
-        text = render(corpus, extensions, counts, questions, out_path)
+        text = render(corpus, found_here, questions, out_path)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(text, encoding="utf-8")
     except CribsheetError as exc:
         fail(str(exc))
-    found = ", ".join(f"{n} {ext or '(no suffix)'}" for ext, n in list(counts.items())[:8])
+    found = ", ".join(f"{n} {ext or '(no suffix)'}" for ext, n in list(found_here.counts.items())[:8])
     out.print(f"found in {corpus}: {found}", highlight=False)
-    for suffix, reader in extensions.items():
+    for suffix, reader in found_here.extensions.items():
         out.print(f"  {suffix} files read as {reader} (a Sphinx source tree)", highlight=False)
+    for pattern in found_here.exclude:
+        out.print(f"  {pattern} not read: the sources of the built HTML pages beside them", highlight=False)
     out.print("questions: " + (str(questions) if questions else "300 generated from the corpus's structure"))
     out.print(f"next: cribsheet run {out_path}", highlight=False)
     show_path(out_path.resolve())

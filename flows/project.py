@@ -4,6 +4,7 @@ go; `cribsheet init` writes one from what it finds in a corpus, `cribsheet run` 
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 from collections import Counter
 from pathlib import Path
@@ -88,9 +89,24 @@ def default_grid() -> GridConfig:
     )
 
 
-def detect(path: Path) -> tuple[dict[str, int], dict[str, str]]:
-    """What a corpus holds: file counts by extension (a folder) or its format (a file), and the extension
-    mapping to read it with (a Sphinx tree's `.txt` sources as reStructuredText).
+class Detected(BaseModel):
+    """What `init` found in a corpus."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    counts: dict[str, int]
+    """Files by extension (a folder), or the file's format."""
+    extensions: dict[str, str] = Field(default_factory=dict)
+    """Suffix -> reader over the defaults (a Sphinx tree's `.txt` sources as reStructuredText)."""
+    exclude: list[str] = Field(default_factory=list)
+    """Patterns of files not to read: the `_sources` copy beside a built Sphinx HTML tree."""
+
+
+def detect(path: Path) -> Detected:
+    """What a corpus holds: file counts by extension (a folder) or its format (a file), the extension mapping
+    to read it with (a Sphinx source tree's `.txt` files as reStructuredText) and what not to read (a built
+    Sphinx HTML tree keeps its sources in `_sources/` beside the pages: one copy is read, the pages, which hold
+    what autodoc filled in).
     """
     path = Path(path)
     if not path.exists():
@@ -98,33 +114,39 @@ def detect(path: Path) -> tuple[dict[str, int], dict[str, str]]:
     if path.is_file():
         if path.suffix.lower() not in (".jsonl", ".parquet"):
             raise CribsheetError(f"{path}: a corpus file is .jsonl or .parquet (a folder tree is read file by file)")
-        return {path.suffix.lower(): 1}, {}
-    counts = Counter(
-        p.suffix.lower() for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.parts)
+        return Detected(counts={path.suffix.lower(): 1})
+    files = [p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.parts)]
+    counts = Counter(p.suffix.lower() for p in files)
+    exclude = sorted(
+        f"{(d.relative_to(path).as_posix() + '/') if d != path else ''}_sources/*"
+        for d in {p.parent for p in files if p.suffix.lower() == ".html"}
+        if (d / "_sources").is_dir()
     )
+    kept = [p for p in files if not any(fnmatch.fnmatchcase(p.relative_to(path).as_posix(), e) for e in exclude)]
     extensions: dict[str, str] = {}
-    if counts.get(".txt") and (any(path.rglob("conf.py")) or _looks_like_rst(path)):
+    if any(p.suffix.lower() == ".txt" for p in kept) and (any(path.rglob("conf.py")) or _looks_like_rst(kept)):
         extensions[".txt"] = "rst"  # Sphinx keeps its reStructuredText sources as .txt
-    return dict(counts.most_common()), extensions
+    return Detected(counts=dict(counts.most_common()), extensions=extensions, exclude=exclude)
 
 
-def _looks_like_rst(path: Path) -> bool:
+def _looks_like_rst(files: list[Path]) -> bool:
     """Whether the first .txt files read as reStructuredText (a title underlined with = or -, directives)."""
     import re
 
-    for file in sorted(path.rglob("*.txt"))[:20]:
+    for file in sorted(p for p in files if p.suffix.lower() == ".txt")[:20]:
         text = file.read_text(errors="replace")[:5000]
         if re.search(r"^\S.*\n[=\-~^]{3,}\s*$", text, re.MULTILINE) or ".. " in text:
             return True
     return False
 
 
-def render(corpus: Path, extensions: dict[str, str], counts: dict[str, int], questions: Path | None, out: Path) -> str:
+def render(corpus: Path, found_here: Detected, questions: Path | None, out: Path) -> str:
     """The project file's text, every field commented, signed on its last line."""
     rel = Path(_relative(corpus, out.parent))
     name = corpus.stem or "project"
-    found = ", ".join(f"{n} {ext or '(none)'}" for ext, n in list(counts.items())[:8])
-    ext_lines = "".join(f"    {k}: {v}\n" for k, v in extensions.items()) or "    {}\n"
+    found = ", ".join(f"{n} {ext or '(none)'}" for ext, n in list(found_here.counts.items())[:8])
+    ext_lines = "".join(f"    {k}: {v}\n" for k, v in found_here.extensions.items()) or "    {}\n"
+    exclude = "[" + ", ".join(f'"{e}"' for e in found_here.exclude) + "]"
     q = f"  path: {_relative(questions, out.parent)}\n" if questions else "  path: null\n"
     body = f"""# cribsheet project: `cribsheet run {out.name}` indexes the corpus, generates or reads the questions,
 # sweeps the grid, times every setting's latency back to back, gates each compressed setting against its
@@ -132,7 +154,8 @@ def render(corpus: Path, extensions: dict[str, str], counts: dict[str, int], que
 corpus:
   path: {rel}             # a folder tree (Markdown, reStructuredText, HTML, PDF), a .jsonl or a .parquet
   extensions:              # file suffix -> reader, over the defaults (.txt as reStructuredText for Sphinx)
-{ext_lines}questions:
+{ext_lines}  exclude: {exclude}        # files not read (fnmatch); a built Sphinx tree's _sources/ copy of its pages
+questions:
 {q}  generate: 300            # with no path: questions written from the corpus's structure (FAQ headings, API
                            # definitions, section leads), each with the sentence that answers it
 grid:                      # what is compared: every compression at every top-k unless it names its own

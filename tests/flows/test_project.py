@@ -108,3 +108,24 @@ def test_the_grid_init_writes_expands_into_valid_settings(tmp_path: Path) -> Non
     for grid in (written, default_grid()):
         settings = grid.expand()
         assert len(settings) == 7 and {s.compressor for s in settings} == {"none", "pruned", "pruned-auto", "llmlingua"}
+
+
+def test_init_reads_one_copy_of_a_built_sphinx_tree(tmp_path: Path) -> None:
+    """A built Sphinx HTML tree keeps its sources in `_sources/` beside the pages: init excludes that copy
+    (the pages hold what autodoc filled in), and indexing the tree reads each page once."""
+    from corpus.sources import SkipLog, SourceConfig, iter_documents
+    from flows.project import Project
+
+    html = tmp_path / "doc" / "html"
+    (html / "_sources").mkdir(parents=True)
+    (html / "intro.html").write_text("<html><body><h1>Intro</h1><p>Click makes command lines.</p></body></html>")
+    (html / "_sources" / "intro.rst.txt").write_text("Intro\n=====\n\nClick makes command lines.\n")
+    project = tmp_path / "p.yaml"
+    result = CliRunner().invoke(app, ["init", str(tmp_path / "doc"), "--out", str(project)])
+    assert result.exit_code == 0 and "html/_sources/* not read" in result.output, result.output
+    source = Project.load(project).corpus
+    assert source.exclude == ["html/_sources/*"] and source.extensions == {}
+    skips = SkipLog()
+    docs = list(iter_documents(source, skips))
+    assert [d.id for d in docs] == ["html/intro.html"]
+    assert any("excluded by the pattern 'html/_sources/*'" in s.reason for s in skips.items)
