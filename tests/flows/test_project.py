@@ -113,7 +113,7 @@ def test_the_grid_init_writes_expands_into_valid_settings(tmp_path: Path) -> Non
 def test_init_reads_one_copy_of_a_built_sphinx_tree(tmp_path: Path) -> None:
     """A built Sphinx HTML tree keeps its sources in `_sources/` beside the pages: init excludes that copy
     (the pages hold what autodoc filled in), and indexing the tree reads each page once."""
-    from corpus.sources import SkipLog, SourceConfig, iter_documents
+    from corpus.sources import SkipLog, iter_documents
     from flows.project import Project
 
     html = tmp_path / "doc" / "html"
