@@ -19,6 +19,11 @@ def run(*args: str, tmp: Path, extra_env: dict[str, str] | None = None) -> subpr
     return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
 
 
+def run_with_env(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI with exactly `env` (a machine set up otherwise than the tests' own)."""
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+
+
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
@@ -80,14 +85,7 @@ def test_fresh_machine_without_cache_folder(tmp_path: Path) -> None:
     """No PREFECT_HOME and no cache folder yet: the CLI creates what Prefect needs."""
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_LOGGING_LEVEL", "PREFECT_HOME")}
     env |= {"CRIBSHEET_CACHE": str(tmp_path / "not" / "there" / "yet")}
-    proc = subprocess.run(
-        [*CLI, "index", "--corpus", str(tmp_path / "c.jsonl"), "--index", str(tmp_path / "i")],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-    )
+    proc = run_with_env(env, "index", "--corpus", str(tmp_path / "c.jsonl"), "--index", str(tmp_path / "i"))
     assert proc.returncode == 2
     assert [line for line in proc.stderr.splitlines() if line.strip()] == [
         f"error: {tmp_path / 'c.jsonl'}: corpus not found"
@@ -104,14 +102,7 @@ def test_no_prefect_chatter_on_a_machine_without_a_prefect_folder(tmp_path: Path
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env |= {"HOME": str(home), "CRIBSHEET_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run(
-        [*CLI, "gate", "--store", str(tmp_path / "r.duckdb"), "--baseline", "a", "--candidate", "b"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-    )
+    proc = run_with_env(env, "gate", "--store", str(tmp_path / "r.duckdb"), "--baseline", "a", "--candidate", "b")
     assert proc.returncode == 2
     assert "memo_store" not in proc.stdout + proc.stderr
     assert [line for line in proc.stderr.splitlines() if line.strip()] == [
