@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,14 +85,22 @@ def sweep_step(q: int, folder: Path) -> dict[str, float]:
 
     from corpus.models import Hit
     from eval.compress import NoCompressor
+    from eval.engine.generator import Generation
     from eval.rerank import DenseReranker
-    from eval.run import sweep as _sweep
-
-    run_sweep = _sweep.run_sweep
+    from eval.run.sweep import run_sweep
     from eval.run.wiring import Components
     from eval.settings import CompressionSpec, GridConfig, SweepConfig
     from tests.conftest import write_jsonl
     from tests.fakes import ExtractingGenerator, HashEmbedder, count_words
+
+    class Forgetful(ExtractingGenerator):
+        """The fake engine without its test bookkeeping (it keeps every prompt it saw): the sweep's memory only."""
+
+        def generate(self, prompts: Sequence[str], json_schema: Any = None) -> list[Generation]:
+            out = super().generate(prompts, json_schema)
+            self.batches.clear()
+            self.schemas.clear()
+            return out
 
     class Candidates:
         """Twenty stored-vector candidates per question, made up on the spot (no index)."""
@@ -120,7 +129,7 @@ def sweep_step(q: int, folder: Path) -> dict[str, float]:
     assert snapshot is not None
     comps = Components(
         embedder=embedder, retriever=Candidates(), rerankers={"dense": DenseReranker(embedder)},  # type: ignore[arg-type]
-        compressors={"none": NoCompressor(count_words)}, generator=ExtractingGenerator(),
+        compressors={"none": NoCompressor(count_words)}, generator=Forgetful(),
         index_version=snapshot.chunk_version, corpus_sha256=snapshot.corpus_sha256,
     )  # fmt: skip
     config = SweepConfig(

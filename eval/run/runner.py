@@ -75,8 +75,8 @@ class SettingRunner:
     stages: dict[str, float] = field(default_factory=dict)
     ranked: RankedLists = field(default_factory=lambda: RankedLists())
     """(retrieval mode, reranker, question id) -> reranked candidates, on disk (memory flat in the questions)."""
-    retrieve_s: dict[tuple[str, str], float] = field(default_factory=dict)
-    rerank_s: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    retrieved: set[str] = field(default_factory=set)
+    """Retrieval modes whose candidates this runner has fetched (a second reranker fetches them again)."""
     prefix: str = ""
     layout: PromptLayout | None = None
     checker: ClaimChecker | None = None
@@ -185,17 +185,18 @@ class SettingRunner:
         """
         if self.questions and self.ranked.has((mode, name, self.questions[0].id)):
             return
-        stage = "retrieve" if (mode, self.questions[0].id) not in self.retrieve_s else f"retrieve again ({name})"
+        stage = f"retrieve again ({name})" if mode in self.retrieved else "retrieve"
+        self.retrieved.add(mode)
         for i, q in enumerate(self.questions, start=1):
             start = time.perf_counter()
             candidates = self.comps.retriever.retrieve(q.question, self.n_candidates, mode)
-            self.retrieve_s.setdefault((mode, q.id), time.perf_counter() - start)
+            retrieve_s = time.perf_counter() - start
             start = time.perf_counter()
             ranked = self.comps.rerankers[name].rerank(q.question, candidates)
-            self.rerank_s[mode, name, q.id] = time.perf_counter() - start
-            self.ranked.put((mode, name, q.id), ranked)
-            self.stages["retrieve"] = self.stages.get("retrieve", 0.0) + self.retrieve_s[mode, q.id]
-            self.stages["rerank"] = self.stages.get("rerank", 0.0) + self.rerank_s[mode, name, q.id]
+            rerank_s = time.perf_counter() - start
+            self.ranked.put((mode, name, q.id), ranked, retrieve_s, rerank_s)
+            self.stages["retrieve"] = self.stages.get("retrieve", 0.0) + retrieve_s
+            self.stages["rerank"] = self.stages.get("rerank", 0.0) + rerank_s
             self.tick(f"{stage} and rerank ({mode}, {name})", i, len(self.questions))
         self.ranked.commit()
 
@@ -222,13 +223,13 @@ class SettingRunner:
                 drafts.append(SampleDraft(key=sample, retrieval=RetrievalPart(), gold_docs=list(q.gold_doc_ids)))
                 continue
             key = (setting.retrieval, setting.reranker, q.id)
-            ranked = self.ranked.get(key)
+            ranked, retrieve_s, rerank_s = self.ranked.get(key)
             hits = ranked[: setting.top_k]
             draft = SampleDraft(
                 key=sample,
                 retrieval=RetrievalPart(
-                    retrieve_seconds=self.retrieve_s[setting.retrieval, q.id],
-                    rerank_seconds=self.rerank_s[key],
+                    retrieve_seconds=retrieve_s,
+                    rerank_seconds=rerank_s,
                     **retrieval_scores(ranked, q.gold_doc_ids, setting.top_k),
                 ),
             )

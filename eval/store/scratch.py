@@ -35,17 +35,18 @@ class RankedLists:
         if self._con is None:
             self._dir = tempfile.TemporaryDirectory(prefix="cribsheet-ranked-")
             self._con = sqlite3.connect(Path(self._dir.name) / "ranked.sqlite", check_same_thread=False)
-            self._con.execute("CREATE TABLE ranked (key TEXT PRIMARY KEY, hits BLOB)")
+            self._con.execute("CREATE TABLE ranked (key TEXT PRIMARY KEY, hits BLOB, retrieve_s REAL, rerank_s REAL)")
         return self._con
 
     @staticmethod
     def _key(key: tuple[str, str, str]) -> str:
         return "\x1f".join(key)
 
-    def put(self, key: tuple[str, str, str], hits: list[Hit]) -> None:
-        """Store one question's ranked list (committed by `commit`)."""
+    def put(self, key: tuple[str, str, str], hits: list[Hit], retrieve_s: float, rerank_s: float) -> None:
+        """Store one question's ranked list and what retrieving and reranking it took (committed by `commit`)."""
         blob = pickle.dumps([h.model_copy(update={"vector": None}) for h in hits], protocol=pickle.HIGHEST_PROTOCOL)
-        self._db().execute("INSERT OR REPLACE INTO ranked VALUES (?, ?)", (self._key(key), blob))
+        row = (self._key(key), blob, retrieve_s, rerank_s)
+        self._db().execute("INSERT OR REPLACE INTO ranked VALUES (?, ?, ?, ?)", row)
 
     def commit(self) -> None:
         """Make every list put so far readable."""
@@ -56,13 +57,14 @@ class RankedLists:
         row = self._db().execute("SELECT 1 FROM ranked WHERE key = ?", (self._key(key),)).fetchone()
         return row is not None
 
-    def get(self, key: tuple[str, str, str]) -> list[Hit]:
-        """The ranked list stored under `key` (KeyError when there is none)."""
-        row = self._db().execute("SELECT hits FROM ranked WHERE key = ?", (self._key(key),)).fetchone()
+    def get(self, key: tuple[str, str, str]) -> tuple[list[Hit], float, float]:
+        """The ranked list stored under `key`, its retrieval and rerank seconds (KeyError when there is none)."""
+        sql = "SELECT hits, retrieve_s, rerank_s FROM ranked WHERE key = ?"
+        row = self._db().execute(sql, (self._key(key),)).fetchone()
         if row is None:
             raise KeyError(key)
         hits: list[Hit] = pickle.loads(row[0])  # noqa: S301 (our own file, written above)
-        return hits
+        return hits, float(row[1]), float(row[2])
 
 
 class RowSpill:
