@@ -101,9 +101,10 @@ def sync_index(
     `rebuild`, or a full build that was interrupted) streams every batch into one write of a new version of the
     chunk table, with a new build id and side tables of its own: the previous build stays whole and readable (a
     sweep pinned to it finishes on it) until `cribsheet reclaim` removes the builds no kept snapshot needs (a sync
-    itself removes no version), and version numbers never restart. An incremental sync commits each batch with one
-    atomic merge (a document's old chunks are replaced in the same commit that adds its new ones); a crash leaves
-    the last committed snapshot as it was and the next sync picks up where it stopped. One writer at a time: a
+    itself removes no version), and version numbers never restart. An incremental sync removes each batch's changed
+    documents' old chunks by a filtered delete and appends their new ones (no snapshot names either commit until
+    the last step); a crash leaves the last committed snapshot as it was, and the next sync restores the tables to
+    it and picks up where it stopped. One writer at a time: a
     second `sync_index` on the same folder is refused while the first holds its lock. With `ray`, batches are
     chunked and embedded on Ray workers (each with its own embedder, built from its registered name `embedder_ref`)
     and written here as they return.
