@@ -45,6 +45,8 @@ HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 
 
 def _is_boilerplate(el: Any) -> bool:
+    if el.tag == "a" and "headerlink" in el.get("class", "").split():  # Sphinx's permalink mark, "¶"
+        return True
     if el.tag in DROP_TAGS or el.get("role", "") in DROP_ROLES or el.tag == "footer":
         return True
     return el.tag in ("div", "section", "ul", "header") and bool(
@@ -128,7 +130,8 @@ class LxmlHtmlExtractor:
     name = "html"
 
     def __init__(self) -> None:
-        self.version = f"lxml-{importlib.metadata.version('lxml')}"
+        # the suffix is the revision of the rules above: an index of pages read by older rules is rebuilt
+        self.version = f"lxml-{importlib.metadata.version('lxml')}+r2"
 
     def extract(self, data: bytes, source: str) -> Extraction:
         """Parse the page (from its bytes, in its declared or detected encoding), drop boilerplate, walk the

@@ -158,6 +158,18 @@ def test_html_cells_stay_apart_and_navigation_is_dropped() -> None:
     assert [b.section for b in found.blocks if b.text.startswith("Requests")] == [("Config", "Timeouts")]
 
 
+def test_sphinx_permalink_marks_are_not_text() -> None:
+    """Sphinx ends every heading and API signature with `<a class="headerlink">¶</a>`: found on Debian's
+    python-click-doc, where generated questions asked about "isolated_filesystem(temp_dir=None)¶"."""
+    page = (
+        b'<html><body><div class="body"><h1>API<a class="headerlink" href="#api">\xc2\xb6</a></h1><dl><dt>'
+        b'isolated_filesystem(temp_dir=None)<a class="headerlink" href="#x">\xc2\xb6</a> tail</dt>'
+        b"<dd>A context manager.</dd></dl></div></body></html>"
+    )
+    text = render(extract("html", page).blocks).text
+    assert "¶" not in text and "isolated_filesystem(temp_dir=None) tail" in text
+
+
 def test_pdf_text_layer_is_read_and_bad_pdfs_are_skips_with_reasons(tmp_path: Path) -> None:
     assert (
         "The backup runs every night at 02:00."
