@@ -38,7 +38,7 @@ Progress = Callable[[str, int, int], None]
 
 BLOCK_QUESTIONS = 1000
 """Questions of a setting computed (compressed, generated in one engine batch, judged) and set aside together:
-a setting with more goes to a spill file block by block (`eval.run.spill`), so a sweep's memory does not grow
+a setting with more goes to a spill file block by block (`eval.store.scratch`), so a sweep's memory does not grow
 with its question count."""
 
 
