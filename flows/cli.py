@@ -281,63 +281,6 @@ def warm(
     )
 
 
-@app.command()
-def demo(
-    workdir: Annotated[Path, typer.Option(help="Where the index and results go.")] = Path("runs/demo"),
-    datasets_dir: Annotated[Path, typer.Option("--datasets", help="Where the bundled dataset goes.")] = Path(
-        "datasets"
-    ),
-    limit: Annotated[
-        int | None, typer.Option(help="Only the first N demo questions (default 50; --full: all 85).")
-    ] = None,
-    full: Annotated[
-        bool,
-        typer.Option("--full", help="Every compressor at top-k 3 and 8 on all 85 questions (about twice the time)."),
-    ] = False,
-) -> None:
-    """Bundled dataset -> index the whole corpus -> warm -> sweep the demo grid -> gate each setting -> report."""
-    prepare_environment()
-    from eval.gate import verdict_line
-    from flows.pipeline import demo_flow
-
-    log = log_path(workdir, "demo")
-    try:
-        with engine_log(log), progress(), reachable_prefect():
-            result = demo_flow(workdir, datasets_dir, limit, full)
-    except CribsheetError as exc:
-        fail(str(exc), log=log)
-    sweep = result.sweep
-    for stage, secs in sweep.stage_seconds.items():
-        err.print(f"  {stage:<48} {secs:8.1f} s")
-    if sweep.warm:
-        w = sweep.warm
-        err.print(
-            f"  stable prefix {w.prefix_tokens} tokens, {w.cached_tokens} cached; "
-            f"TTFT cold {seconds(w.cold_ttft_s)}, warm {seconds(w.warm_ttft_s)}"
-        )
-    err.print(f"  engine log: {log}", highlight=False)
-    print_leaderboard(sweep.leaderboard, f"demo run {sweep.run_id}")
-    out.print(noise_floor_line(sweep.noise_floor), highlight=False, soft_wrap=True)
-    out.print(
-        "release gate, each compressed setting against the same setting without compression "
-        "(policies/demo-gate.yaml: the release policy relaxed for 50 questions, see its header):"
-    )
-    for decision in result.decisions:
-        out.print(f"  {verdict_line(decision)}", highlight=False, soft_wrap=True)
-    if result.headline is not None:
-        h = result.headline
-        out.print(
-            f"sequential gate over every demo question, batch by batch until decided: {verdict_line(h)} "
-            f"after {h.n_questions} questions",
-            highlight=False,
-            soft_wrap=True,
-        )
-        for note in h.notes:
-            out.print(f"  {note}", highlight=False, soft_wrap=True)
-    out.print(f"report: {result.report_path.resolve()}", highlight=False, soft_wrap=True)
-    show_path(Path(sweep.store_path).resolve())
-
-
 @app.command("tune-pruning")
 def tune_pruning(
     questions: Annotated[

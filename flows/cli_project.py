@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from corpus.errors import CribsheetError
 from flows.app import app, error_message, prepare_environment, reachable_prefect
-from flows.terminal import engine_log, fail, log_path, noise_floor_line, out, print_leaderboard, progress, show_path
+from flows.terminal import (
+    engine_log,
+    err,
+    fail,
+    log_path,
+    noise_floor_line,
+    out,
+    print_leaderboard,
+    progress,
+    seconds,
+    show_path,
+)
 
 
 @app.command()
@@ -59,22 +70,94 @@ def run(
     """Everything the project file says: index, questions, sweep, latency, a gate per candidate, the report.
     Exit 0 when every candidate passed, 1 when one failed, 2 when one could not decide.
     """
+    from flows.project import exit_code
+
+    decisions = _run_project(project_file, "run")
+    raise typer.Exit(exit_code(decisions))
+
+
+DEMO_PROJECT = Path(__file__).resolve().parents[1] / "configs" / "demo-project.yaml"
+"""The demo's project file: the bundled data, the grid sized for minutes on 2 cores."""
+DEMO_FULL_PROJECT = DEMO_PROJECT.with_name("demo-full-project.yaml")
+
+
+@app.command()
+def demo(
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full", help="configs/demo-full-project.yaml: every compressor at top-k 3 and 8, all 85 questions."
+        ),
+    ] = False,
+) -> None:
+    """`cribsheet run configs/demo-project.yaml`: the bundled dataset, its index, the demo grid, the latency
+    phase, a gate per candidate (the headline one sequentially too) and the report. The verdicts are the
+    demo's findings, so it exits 0 whatever they are (`cribsheet run` over the same file exits on them).
+    """
+    from flows.project import exit_code
+
+    project_file = DEMO_FULL_PROJECT if full else DEMO_PROJECT
+    decisions = _run_project(project_file, "demo")
+    code = exit_code(decisions)
+    out.print(f"(`cribsheet run {_shown(project_file)}` would exit {code}: {EXIT_MEANING[code]})", highlight=False)
+
+
+EXIT_MEANING = {0: "every candidate passed", 1: "a candidate failed", 2: "a candidate could not decide"}
+
+
+def _shown(path: Path) -> str:
+    """`path` relative to the working folder when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _run_project(project_file: Path, label: str) -> list[Any]:
+    """Run the project file through the `cribsheet-run` flow and print what a reader needs: the time per
+    stage, the leaderboard, the A/A floor, one verdict line per candidate, the report's path; every decision
+    (fixed-n and sequential) is returned.
+    """
     prepare_environment()
     from eval.gate import verdict_line
     from flows.pipeline import project_flow
-    from flows.project import Project, exit_code
+    from flows.project import Project
 
+    log: Path | None = None
     try:
         project = Project.load(project_file)
-        log = log_path(project.workdir, "run")
+        log = log_path(project.workdir, label)
         with engine_log(log), progress(), reachable_prefect():
             result = project_flow(project_file)
     except (CribsheetError, ValueError) as exc:
-        fail(error_message(exc))
-    print_leaderboard(result.sweep.leaderboard, f"run {result.sweep.run_id}")
-    out.print(noise_floor_line(result.sweep.noise_floor), highlight=False, soft_wrap=True)
+        fail(error_message(exc), log=log)
+    sweep = result.sweep
+    for stage, secs in sweep.stage_seconds.items():
+        err.print(f"  {stage:<48} {secs:8.1f} s", highlight=False)
+    if sweep.warm:
+        w = sweep.warm
+        err.print(
+            f"  stable prefix {w.prefix_tokens} tokens, {w.cached_tokens} cached; "
+            f"TTFT cold {seconds(w.cold_ttft_s)}, warm {seconds(w.warm_ttft_s)}",
+            highlight=False,
+        )
+    err.print(f"  engine log: {log}", highlight=False)
+    print_leaderboard(sweep.leaderboard, f"{label} run {sweep.run_id}")
+    out.print(noise_floor_line(sweep.noise_floor), highlight=False, soft_wrap=True)
+    out.print(
+        f"release gate, each candidate against its uncompressed twin ({_shown(project.policy)}):", highlight=False
+    )
     for decision in result.decisions:
         out.print(f"  {verdict_line(decision)}", highlight=False, soft_wrap=True)
+    for decision in result.sequential:
+        out.print(
+            f"  sequential, batch by batch until decided: {verdict_line(decision)} "
+            f"after {decision.n_questions} questions",
+            highlight=False,
+            soft_wrap=True,
+        )
+        for note in decision.notes:
+            out.print(f"    {note}", highlight=False, soft_wrap=True)
     out.print(f"report: {result.report_path.resolve()}", highlight=False, soft_wrap=True)
-    show_path(Path(result.sweep.store_path).resolve())
-    raise typer.Exit(exit_code(result.decisions))
+    show_path(Path(sweep.store_path).resolve())
+    return [*result.decisions, *result.sequential]

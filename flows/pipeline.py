@@ -7,7 +7,7 @@ in `prefect.yaml` and `cribsheet <command> --config FILE` are driven by the same
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,20 +15,20 @@ from prefect import State, flow, task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel
 
-from corpus.bundled import CORPUS_FILE, DEMO_FILE, build_bundled
+from corpus.bundled import build_bundled
 from corpus.chunk import SentenceChunker
 from corpus.cluster import RayOptions, env_plugins, import_plugins
 from corpus.embed import build_embedder
 from corpus.errors import CribsheetError
 from corpus.index import IndexConfig, IndexReport, sync_index
 from corpus.runtime import quiet_offline_env
-from corpus.sources import SkipLog, SourceConfig, extractor_versions, iter_documents
+from corpus.sources import SkipLog, extractor_versions, iter_documents
 from corpus.table import IndexOptions
 from eval.gate import GateDecision, GateRequest, gate_each_compressed, run_gate, watch_line, watch_shipped
 from eval.release_report import write_report
 from eval.run.runner import SettingOutput
 from eval.run.sweep import SettingWrap, SweepResult, run_sweep
-from eval.settings import CompressionSpec, GridConfig, Setting, SweepConfig
+from eval.settings import Setting, SweepConfig
 from eval.store import DuckDBStore
 from flows.artifacts import gate_state, publish_gate, publish_leaderboard, publish_looks, publish_report
 from flows.config import load_config
@@ -214,99 +214,15 @@ def sequential_gate_task(request: GateRequest, sweep: SweepConfig | None = None)
 
 
 @dataclass
-class DemoResult:
-    """The demo's sweep, a gate decision per compressed setting, and the report it wrote."""
-
-    sweep: SweepResult
-    decisions: list[GateDecision]
-    report_path: Path
-    headline: GateDecision | None = None
-    """The sequential gate of the headline candidate (`DEMO_HEADLINE`)."""
-
-
-DEMO_COMPRESSIONS = [
-    CompressionSpec(),
-    CompressionSpec(compressor="llmlingua", target_ratio=4.0, top_ks=[3]),
-    CompressionSpec(compressor="longllmlingua", target_ratio=4.0, top_ks=[3]),
-    CompressionSpec(compressor="pruned", target_ratio=4.0),
-]
-"""The demo grid's compressors: none and pruned 4x at top-k 3 and 8, the LLMLingua family at top-k 3 (at
-top-k 8 it alone takes 7 minutes on a 2-core CPU; `cribsheet demo --full` runs it there too)."""
-DEMO_QUESTIONS = 50
-"""The demo's questions by default (the first of the 85; `--full` takes all)."""
-DEMO_PROBES = 20
-"""Latency probe questions in the demo (`--full`: the sweep's default); `DEMO_POLICY` asks for as many."""
-DEMO_REPEATS = 1
-"""Blocks per probe question in the demo's latency phase (`--full`: the sweep's default): one block times
-every setting once and the baselines twice (the A/A floor), LongLLMLingua compressing from nothing in its
-slot; one block keeps the demo under 15 minutes on 2 cores."""
-DEMO_POLICY = Path("policies/demo-gate.yaml")
-"""The demo's gate policy: the release policy relaxed for a small question set, saying what it relaxes."""
-DEMO_HEADLINE = ("none-k8-hybrid-dense", "pruned-4x-k8-hybrid-dense")
-"""The demo's headline candidate and its baseline, gated sequentially over every demo question."""
-
-
-def demo_grid(full: bool = False) -> GridConfig:
-    """The demo's grid: `DEMO_COMPRESSIONS`, or with `full` every one of them at every top-k."""
-    if full:
-        return GridConfig(compressions=[c.model_copy(update={"top_ks": None}) for c in DEMO_COMPRESSIONS])
-    return GridConfig(compressions=DEMO_COMPRESSIONS)
-
-
-@flow(name="cribsheet-demo", log_prints=True)
-def demo_flow(workdir: Path, datasets_dir: Path, limit: int | None = None, full: bool = False) -> DemoResult:
-    """Bundled dataset -> whole-corpus index with sentence vectors -> demo sweep -> a gate decision per
-    compressed setting against no compression at the same top-k -> the release report. `full`: every
-    compressor at top-k 3 and 8 on every demo question (about twice the time).
-    """
-    build_dataset_task(datasets_dir)
-    index_path = workdir / "index.lancedb"
-    index_task(
-        IndexConfig(
-            source=SourceConfig(path=datasets_dir / CORPUS_FILE),
-            index_path=index_path,
-            options=IndexOptions(sentence_vectors=True),
-        )
-    )
-    config = SweepConfig(
-        index_path=index_path,
-        questions_path=datasets_dir / DEMO_FILE,
-        store_path=workdir / "results.duckdb",
-        limit=limit if limit is not None or full else DEMO_QUESTIONS,
-        grid=demo_grid(full),
-        probe_questions=SweepConfig.model_fields["probe_questions"].default if full else DEMO_PROBES,
-        probe_repeats=SweepConfig.model_fields["probe_repeats"].default if full else DEMO_REPEATS,
-    )
-    result = sweep_task(config)
-    publish_leaderboard(result)
-    decisions = gate_each_task(config.store_path, result.run_id, DEMO_POLICY)
-    for decision in decisions:
-        publish_gate(decision)
-    baseline, candidate = DEMO_HEADLINE
-    headline = GateRequest(
-        store_path=config.store_path,
-        baseline=baseline,
-        candidate=candidate,
-        policy_path=DEMO_POLICY,
-        until_decided=True,
-        report_path=workdir / "report" / "sequential.md",
-    )
-    every = config.model_copy(update={"limit": None, "grid": GridConfig(compressions=DEMO_COMPRESSIONS)})
-    decided = sequential_gate_task(headline, every)
-    publish_gate(decided)
-    report_path = report_task(config.store_path, result.run_id, workdir / "report")
-    publish_report(report_path, result.run_id)
-    return DemoResult(result, decisions, report_path, decided)
-
-
-@dataclass
 class ProjectResult:
-    """What `cribsheet run` did: the sweep, one decision per candidate (sequential ones too), the report."""
+    """What `cribsheet run` did: the sweep, one fixed-n decision per candidate, the sequential ones, the report."""
 
     sweep: SweepResult
     decisions: list[GateDecision]
     report_path: Path
     questions_path: Path
+    sequential: list[GateDecision] = field(default_factory=list)
+    """Candidates gated batch by batch until decided (the policy's `sequential:` block, the project's list)."""
 
 
 @task(name="project-questions", cache_policy=NO_CACHE)
@@ -349,6 +265,12 @@ def project_flow(project_file: Path) -> ProjectResult:
     from eval.gate import GatePolicy
 
     project = Project.load(project_file)
+    names = {s.name for s in project.grid.expand()}
+    unknown = sorted(set(project.sequential or []) - names)
+    if unknown:
+        raise CribsheetError(f"{project_file}: sequential: {', '.join(unknown)} is no setting of the grid")
+    if project.dataset is not None:
+        build_dataset_task(project.dataset)
     index_path = project.workdir / "index.lancedb"
     index_task(
         IndexConfig(
@@ -366,15 +288,21 @@ def project_flow(project_file: Path) -> ProjectResult:
             "store_path": project.workdir / "results.duckdb",
             "embedder": project.embedder,
             "grid": project.grid.model_dump(),
+            "limit": project.questions.limit,
             "probe_questions": project.probe_questions,
+            "probe_repeats": project.probe_repeats,
             **({"generator": project.generator} if project.generator else {}),
         }
     )
     result = sweep_task(config)
     publish_leaderboard(result)
     decisions = gate_each_task(config.store_path, result.run_id, project.policy)
+    sequential: list[GateDecision] = []
     if GatePolicy.load(project.policy).sequential is not None:
-        for d in list(decisions):
+        # The sequential gate goes on past the sweep's `limit`, batch by batch over the whole question file.
+        every = config.model_copy(update={"limit": None})
+        wanted = project.sequential
+        for d in [d for d in decisions if wanted is None or d.candidate in wanted]:
             request = GateRequest(
                 store_path=config.store_path,
                 baseline=d.baseline,
@@ -383,9 +311,9 @@ def project_flow(project_file: Path) -> ProjectResult:
                 until_decided=True,
                 report_path=project.workdir / "report" / f"sequential-{d.candidate}.md",
             )
-            decisions.append(sequential_gate_task(request, config))
-    for decision in decisions:
+            sequential.append(sequential_gate_task(request, every))
+    for decision in [*decisions, *sequential]:
         publish_gate(decision)
     report_path = report_task(config.store_path, result.run_id, project.workdir / "report")
     publish_report(report_path, result.run_id)
-    return ProjectResult(result, decisions, report_path, questions)
+    return ProjectResult(result, decisions, report_path, questions, sequential)

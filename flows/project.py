@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ class QuestionsPlan(BaseModel):
     """A JSONL question file (id, question, answers, optional gold_doc_ids); None: generate them."""
     generate: int = Field(default=300, ge=1)
     """Questions generated from the corpus's structure when `path` is None."""
+    limit: int | None = Field(default=None, ge=1)
+    """Sweep only the first N questions (None: all); a sequential gate goes on over the rest, batch by batch."""
 
 
 class Project(BaseModel):
@@ -38,6 +41,9 @@ class Project(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     corpus: SourceConfig
+    dataset: Path | None = None
+    """A folder the bundled dataset (Wikipedia leads, FanOutQA questions) is written into before each run;
+    the demo's project files point their corpus and questions into it. None for your own corpus."""
     questions: QuestionsPlan = Field(default_factory=QuestionsPlan)
     grid: GridConfig = Field(default_factory=lambda: default_grid())
     policy: Path = Path("policies/gate.yaml")
@@ -49,6 +55,10 @@ class Project(BaseModel):
     """The generator's config (`name`, `model`, ...); empty: the bundled SmolLM2 on vLLM."""
     probe_questions: int = Field(default=30, ge=0)
     """Questions whose latency every setting is timed on (the policy's `min_probes` needs as many)."""
+    probe_repeats: int = Field(default=3, ge=1)
+    """Blocks per probe question: each times every setting once and each baseline twice (the A/A floor)."""
+    sequential: list[str] | None = None
+    """Candidates gated sequentially when the policy has a `sequential:` block (None: every candidate)."""
 
     @classmethod
     def load(cls, path: Path) -> Project:
@@ -59,7 +69,7 @@ class Project(BaseModel):
         base = Path(path).resolve().parent
 
         def here(p: Path) -> Path:
-            return p if p.is_absolute() else base / p
+            return p if p.is_absolute() else Path(os.path.normpath(base / p))
 
         questions = project.questions.model_copy(
             update={"path": here(project.questions.path) if project.questions.path else None}
@@ -67,6 +77,7 @@ class Project(BaseModel):
         return project.model_copy(
             update={
                 "corpus": project.corpus.model_copy(update={"path": here(project.corpus.path)}),
+                "dataset": here(project.dataset) if project.dataset else None,
                 "questions": questions,
                 "policy": here(project.policy) if (base / project.policy).exists() else project.policy,
                 "workdir": here(project.workdir),
@@ -175,8 +186,6 @@ probe_questions: 30        # questions every setting's latency is timed on (the 
 
 
 def _relative(path: Path, base: Path) -> str:
-    import os
-
     return os.path.relpath(Path(path).resolve(), Path(base).resolve())
 
 

@@ -26,14 +26,6 @@ def test_a_compression_can_be_held_to_some_top_ks_and_its_settings_keep_their_ha
         GridConfig(compressions=[CompressionSpec(), CompressionSpec(compressor="llmlingua", top_ks=[5])])
 
 
-def test_demo_grid_runs_the_llmlingua_family_at_top_3_unless_full() -> None:
-    from flows.pipeline import demo_grid
-
-    quick = {(s.compressor, s.top_k) for s in demo_grid().expand()}
-    assert quick == {("none", 3), ("none", 8), ("pruned", 3), ("pruned", 8), ("llmlingua", 3), ("longllmlingua", 3)}
-    assert len(demo_grid(full=True).expand()) == 8
-
-
 def test_config_hash_is_stable_and_sensitive() -> None:
     a = Setting(top_k=3, compressor="llmlingua", target_ratio=4.0)
     assert a.config_hash() == Setting(top_k=3, compressor="llmlingua", target_ratio=4.0).config_hash()

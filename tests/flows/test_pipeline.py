@@ -383,18 +383,6 @@ def test_the_gate_flow_until_decided_sweeps_batches_and_ends_failed_on_a_clear_l
     assert artifacts and "| 1 | answer_contains | 20 |" in str(artifacts[0].data)
 
 
-def test_the_demos_grid_and_policy_agree_so_a_demo_decision_can_pass() -> None:
-    from eval.gate import GatePolicy
-    from flows.pipeline import DEMO_COMPRESSIONS, DEMO_HEADLINE, DEMO_POLICY, DEMO_PROBES, DEMO_QUESTIONS, demo_grid
-
-    policy = GatePolicy.load(DEMO_POLICY)
-    assert policy.latency is not None and DEMO_PROBES >= policy.latency.min_probes
-    assert DEMO_QUESTIONS >= policy.min_questions
-    assert policy.sequential is not None and policy.sequential.budget >= policy.min_questions
-    names = {s.name for s in demo_grid().expand()}
-    assert set(DEMO_HEADLINE) <= names and len(DEMO_COMPRESSIONS) >= 2
-
-
 def test_a_regression_of_the_shipped_setting_ends_the_sweep_flow_failed_naming_the_metric(
     swept: tuple[Path, str], tmp_path: Path
 ) -> None:

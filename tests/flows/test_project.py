@@ -129,3 +129,109 @@ def test_init_reads_one_copy_of_a_built_sphinx_tree(tmp_path: Path) -> None:
     docs = list(iter_documents(source, skips))
     assert [d.id for d in docs] == ["html/intro.html"]
     assert any("excluded by the pattern 'html/_sources/*'" in s.reason for s in skips.items)
+
+
+@pytest.mark.parametrize(
+    ("name", "settings"),
+    [
+        (
+            "demo-project.yaml",
+            {("none", 3), ("none", 8), ("pruned", 3), ("pruned", 8), ("llmlingua", 3), ("longllmlingua", 3)},
+        ),
+        (
+            "demo-full-project.yaml",
+            {(c, k) for c in ("none", "pruned", "llmlingua", "longllmlingua") for k in (3, 8)},
+        ),
+    ],
+)
+def test_the_demos_project_files_agree_with_their_policy_so_a_demo_decision_can_pass(
+    name: str, settings: set[tuple[str, int]]
+) -> None:
+    """`make demo` runs configs/demo-project.yaml (`--full`: demo-full-project.yaml) through `cribsheet run`'s
+    flow: each file's grid, questions and latency phase must be ones its gate policy can decide on."""
+    from eval.gate import GatePolicy
+    from flows.project import Project
+
+    project = Project.load(ROOT / "configs" / name)
+    policy = GatePolicy.load(project.policy)
+    assert {(s.compressor, s.top_k) for s in project.grid.expand()} == settings
+    assert policy.latency is not None and project.probe_questions >= policy.latency.min_probes
+    assert (project.questions.limit or 85) >= policy.min_questions
+    assert policy.sequential is not None and policy.sequential.budget >= policy.min_questions
+    names = {s.name for s in project.grid.expand()}
+    assert project.sequential and set(project.sequential) <= names
+    assert project.dataset == ROOT / "datasets" and project.corpus.path.parent == project.dataset
+    assert project.workdir == ROOT / "runs" / "demo"
+
+
+@pytest.mark.parametrize(("flags", "name"), [([], "demo-project.yaml"), (["--full"], "demo-full-project.yaml")])
+def test_the_demo_is_cribsheet_run_over_the_bundled_project_file(
+    flags: list[str], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import flows.pipeline
+    from corpus.errors import CribsheetError
+
+    seen: list[Path] = []
+
+    def stop(project_file: Path) -> None:
+        seen.append(Path(project_file))
+        raise CribsheetError("stopped by the test")
+
+    monkeypatch.setattr(flows.pipeline, "project_flow", stop)
+    result = CliRunner().invoke(app, ["demo", *flags])
+    assert result.exit_code == 2 and "stopped by the test" in result.output
+    assert seen == [ROOT / "configs" / name]
+    assert "$(BIN)/cribsheet demo" in (ROOT / "Makefile").read_text()
+
+
+def test_a_project_naming_no_setting_of_its_grid_for_the_sequential_gate_is_refused_before_any_work(
+    tmp_path: Path,
+) -> None:
+    tree = shutil.copytree(TREE, tmp_path / "docs")
+    project = tmp_path / "cribsheet.yaml"
+    raw = {
+        "corpus": {"path": "docs"}, "embedder": "hash", "generator": {"name": "fake"},
+        "grid": {"top_ks": [2], "compressions": [{"compressor": "none"}, {"compressor": "halving", "target_ratio": 2}]},
+        "sequential": ["halving-2x-k3-hybrid-dense"],
+    }  # fmt: skip
+    project.write_text(yaml.safe_dump(raw))
+    result = CliRunner().invoke(app, ["run", str(project)])
+    assert result.exit_code == 2
+    assert "sequential: halving-2x-k3-hybrid-dense is no setting of the grid" in result.output
+    assert not (tmp_path / "runs" / "project" / "index.lancedb").exists() and tree.is_dir()  # nothing indexed
+
+
+def test_run_sweeps_the_first_limit_questions_and_gates_sequentially_over_the_rest(tmp_path: Path) -> None:
+    """`questions.limit` bounds the fixed-n sweep; the candidate `sequential:` names is then gated batch by
+    batch over the whole question file (up to the policy's budget), and only that one."""
+    tree = shutil.copytree(TREE, tmp_path / "docs")
+    project = tmp_path / "cribsheet.yaml"
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump({
+        "min_questions": 2, "confidence": 0.95,
+        "metrics": [{"name": "context_token_recall", "margin": 0.001}],
+        "sequential": {"batch": 4, "budget": 12, "probes": 1},
+    }))  # fmt: skip
+    raw = {
+        "corpus": {"path": str(tree.name)}, "embedder": "hash", "generator": {"name": "fake"},
+        "policy": "policy.yaml", "probe_questions": 2, "probe_repeats": 1,
+        "questions": {"generate": 12, "limit": 3},  # the tree gives 5
+        "grid": {"top_ks": [2], "compressions": [
+            {"compressor": "none"}, {"compressor": "halving", "target_ratio": 2},
+            {"compressor": "halving", "target_ratio": 3}]},
+        "sequential": ["halving-2x-k2-hybrid-dense"],
+    }  # fmt: skip
+    project.write_text(yaml.safe_dump(raw))
+    result = CliRunner().invoke(app, ["run", str(project)])
+    assert result.exit_code in (1, 2), result.output
+    lines = [line for line in result.output.splitlines() if "sequential, batch by batch" in line]
+    assert len(lines) == 1 and "halving-2x-k2-hybrid-dense vs none-k2-hybrid-dense" in lines[0]
+    assert "halving-3x-k2-hybrid-dense vs none-k2-hybrid-dense:" in result.output  # fixed-n only
+    store = tmp_path / "runs" / "project" / "results.duckdb"
+    with duckdb.connect(str(store), read_only=True) as con:
+        per_setting = con.execute(
+            "SELECT count(*) FROM samples WHERE run_id IN (SELECT run_id FROM samples GROUP BY run_id"
+            " HAVING count(DISTINCT setting_hash) = 3) GROUP BY setting_hash"
+        ).fetchall()
+        asked = con.execute("SELECT count(DISTINCT question_id) FROM samples").fetchone()
+    assert per_setting == [(3,)] * 3  # the sweep's run: the first 3 questions
+    assert asked is not None and asked[0] == 5  # the sequential gate's batches: all 5
