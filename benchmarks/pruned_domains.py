@@ -148,7 +148,8 @@ def main() -> None:
     """Domain -> auto setting -> its tune-split figures, as `cribsheet tune-pruning` measures them."""
     per_corpus: dict[str, str] = {}
     for domain, (index, splits) in domains(work, emb).items():
-        retriever, reranker, stored = LanceRetriever(index, emb), DenseReranker(emb), SentenceVectors(index)
+        retriever, reranker = LanceRetriever(index, emb), DenseReranker(emb)
+        stored = SentenceVectors(index, retriever.version)  # the snapshot the chunks come from
         selectors = {
             "pruned-4x": (PrunedCompressor(count, emb, stored), 4.0),
             "pruned-8x": (PrunedCompressor(count, emb, stored), 8.0),

@@ -53,7 +53,8 @@ def main() -> None:
     names = []
     for domain, (index, splits) in pruned_domains.domains(Path(tempfile.mkdtemp()), emb).items():
         names.append(domain)
-        retriever, reranker, stored = LanceRetriever(index, emb), DenseReranker(emb), SentenceVectors(index)
+        retriever, reranker = LanceRetriever(index, emb), DenseReranker(emb)
+        stored = SentenceVectors(index, retriever.version)  # the snapshot the chunks come from
         tops = [(q, reranker.rerank(q.question, retriever.retrieve(q.question, 20))[:8]) for q in splits["tune"]]
         base = statistics.mean(
             context_token_recall(context_block([h.heading for h in t], [h.text for h in t]), q.answers) for q, t in tops

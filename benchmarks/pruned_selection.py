@@ -55,7 +55,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="cribsheet-pruned-"))
     emb = SentenceTransformerEmbedder()
     index = bundled_index(args.index, work, emb, IndexOptions(sentence_vectors=True))
-    retriever, reranker, stored = LanceRetriever(index, emb), DenseReranker(emb), SentenceVectors(index)
+    retriever, reranker = LanceRetriever(index, emb), DenseReranker(emb)
+    stored = SentenceVectors(index, retriever.version)  # the snapshot the chunks come from
     sets = {
         "tune": [Question.model_validate(q) for q in json.loads(TUNE.read_text())["questions"]],
         "held_out": answerable_questions(work),

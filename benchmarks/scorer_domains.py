@@ -124,7 +124,8 @@ def main() -> None:
         if domain not in args.domains:
             continue
         questions = splits["test"][: args.limit] if args.limit else splits["test"]
-        retriever, stored, dense = LanceRetriever(index, emb), SentenceVectors(index), DenseReranker(emb)
+        retriever, dense = LanceRetriever(index, emb), DenseReranker(emb)
+        stored = SentenceVectors(index, retriever.version)  # the snapshot the chunks come from
         candidates = [(q, retriever.retrieve(q.question, 20)) for q in questions]
         tops = [(q, dense.rerank(q.question, hits)[:8]) for q, hits in candidates]
         base = [

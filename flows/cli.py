@@ -304,6 +304,10 @@ def tune_pruning(
     generator_model: Annotated[
         str | None, typer.Option(help="Whose tokenizer counts tokens (default: bundled SmolLM2).")
     ] = None,
+    not_on: Annotated[
+        list[Path],
+        typer.Option("--not-on", help="A question file a sweep or gate judges (repeat); --config's is always one."),
+    ] = [],  # noqa: B006  (typer reads the default; it is never mutated)
 ) -> None:
     """Choose pruned-auto's relevance share and passages kept whole on your own tune questions: the one with
     the fewest prompt tokens whose context token recall loss is within --max-loss with 95 % confidence. Exit 1
@@ -321,11 +325,6 @@ def tune_pruning(
         base = AutoPrunedConfig()
         if config_file:
             sweep = load_config(SweepConfig, config_file, {"index_path": index_path} if index_path else {})
-            if sweep.questions_path.resolve() == questions.resolve():
-                raise CribsheetError(
-                    f"{questions}: these are the sweep's questions in {config_file}; tune on a split the sweep "
-                    "does not judge"
-                )
             inputs = TuneInputs(
                 sweep.index_path,
                 questions,
@@ -336,13 +335,17 @@ def tune_pruning(
                 retrieval=sweep.grid.retrievals[0],
                 reranker=sweep.grid.rerankers[0],
                 limit=limit,
+                index_version=sweep.index_version,
+                not_on=(sweep.questions_path, *not_on),
             )
             known = set(AutoPrunedConfig.model_fields)
             base = AutoPrunedConfig(**{k: v for k, v in sweep.compressor.model_dump().items() if k in known})
         elif index_path is None:
             raise CribsheetError("give --index or a sweep --config")
         else:
-            inputs = TuneInputs(index_path, questions, top_k=top_k, limit=limit, generator_model=generator_model)
+            inputs = TuneInputs(
+                index_path, questions, top_k=top_k, limit=limit, generator_model=generator_model, not_on=tuple(not_on)
+            )
         with progress() as tick:
             result = run_tuning(inputs, base, max_loss, ratio, tick)
     except (CribsheetError, ValueError) as exc:

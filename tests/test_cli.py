@@ -222,13 +222,20 @@ def test_an_unreachable_prefect_api_is_one_line_error_and_nothing_is_written(
 
 
 def test_tune_pruning_refuses_the_sweeps_own_questions_and_needs_an_index(tmp_path: Path, tiny_questions: Path) -> None:
-    """Tuning on the questions a sweep judges would choose the knobs on the evaluation set: refused, exit 2."""
+    """Tuning on the questions a sweep judges would choose the knobs on the evaluation set: refused by content
+    (a copy under another name too), exit 2."""
     config = tmp_path / "sweep.yaml"
     config.write_text(
         f"index_path: {tmp_path / 'idx'}\nquestions_path: {tiny_questions}\nstore_path: {tmp_path / 'r.duckdb'}\n"
     )
-    proc = run("tune-pruning", "--config", str(config), "--questions", str(tiny_questions), tmp=tmp_path)
-    assert proc.returncode == 2 and "these are the sweep's questions" in proc.stderr, proc.stderr
+    copy = tmp_path / "tune-copy.jsonl"
+    copy.write_text(tiny_questions.read_text())
+    for given in (tiny_questions, copy):
+        proc = run("tune-pruning", "--config", str(config), "--questions", str(given), "--limit", "2", tmp=tmp_path)
+        assert proc.returncode == 2 and f"are also questions of {tiny_questions}" in proc.stderr, proc.stderr
+    flags = ("--index", str(tmp_path / "idx"), "--not-on", str(tiny_questions), "--limit", "2")
+    proc = run("tune-pruning", "--questions", str(copy), *flags, tmp=tmp_path)
+    assert proc.returncode == 2 and f"are also questions of {tiny_questions}" in proc.stderr, proc.stderr
     proc = run("tune-pruning", "--questions", str(tiny_questions), tmp=tmp_path)
     assert proc.returncode == 2 and "give --index or a sweep --config" in proc.stderr, proc.stderr
 

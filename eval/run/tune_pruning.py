@@ -41,6 +41,26 @@ class TuneInputs:
     limit: int | None = None
     min_questions: int = MIN_QUESTIONS
     """Fewer answerable tune questions than this is an error: the loss bound needs them."""
+    index_version: int | None = None
+    """The index snapshot to read (None: the latest when tuning starts); chunks and unit vectors come from it."""
+    not_on: tuple[Path, ...] = ()
+    """Question files a sweep or gate judges: a tune question that is also one of theirs is refused."""
+
+
+def refuse_judged(tune: list[Question], tune_path: Path, judged_path: Path) -> None:
+    """Refuse tune questions that are also questions of `judged_path` by content (normalised text), whatever
+    the files are called: knobs chosen on the judged set would be judged on themselves.
+    """
+    from eval.train.pairs import question_key
+
+    judged = {question_key(q.question) for _, q in read_jsonl(judged_path, Question)}
+    shared = [q for q in tune if question_key(q.question) in judged]
+    if shared:
+        raise InputFileError(
+            tune_path,
+            f"{len(shared)} of its {len(tune)} questions are also questions of {judged_path} (by normalised text, "
+            f"e.g. {shared[0].question!r}): tune on a split the sweep does not judge",
+        )
 
 
 def tune_questions(path: Path, limit: int | None, minimum: int = MIN_QUESTIONS) -> list[Question]:
@@ -104,14 +124,16 @@ def tune_pruning(
     the generator's tokenizer.
     """
     tick = progress or (lambda stage, done, total: None)
+    for judged in inputs.not_on:  # before counting: a judged file is refused whatever its size
+        refuse_judged([q for _, q in read_jsonl(inputs.questions_path, Question)], inputs.questions_path, judged)
     questions = tune_questions(inputs.questions_path, inputs.limit, inputs.min_questions)
     if not read_spec(inputs.index_path).sentence_vectors:  # and a missing index is named as such
         raise missing_sentence_vectors("pruned-auto")
-    stored = SentenceVectors(inputs.index_path)
     embedder = embedder or EMBEDDERS.build(EMBEDDERS.spec(inputs.embedder), None)
     count = count or token_counter(inputs.generator_model)
     prompt = prompt or prompt_counter(inputs.generator_model)
-    retriever = LanceRetriever(inputs.index_path, embedder)
+    retriever = LanceRetriever(inputs.index_path, embedder, inputs.index_version)
+    stored = SentenceVectors(inputs.index_path, retriever.version)  # the snapshot the chunks come from
     reranker = RERANKERS.build(RERANKERS.spec(inputs.reranker), RerankerDeps(embedder=embedder, scorer=None))
     contexts: list[TuneContext] = []
     for n, q in enumerate(questions, start=1):

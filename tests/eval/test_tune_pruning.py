@@ -157,3 +157,26 @@ def test_tuning_refuses_questions_without_answers_and_an_index_without_sentence_
         tune_pruning(TuneInputs(bare, few, min_questions=1), embedder=HashEmbedder(), count=count_words)
     with pytest.raises(CribsheetError, match="nowhere.lancedb: no index here"):
         tune_pruning(TuneInputs(tmp_path / "nowhere.lancedb", few, min_questions=1), embedder=HashEmbedder())
+
+
+def test_tuning_reads_one_snapshot_the_one_pinned_when_a_sync_commits_after_it(
+    tmp_path: Path, tiny_corpus: Path, tiny_questions: Path
+) -> None:
+    """Chunks and unit vectors come from the same snapshot: the pinned one (a sweep's `index_version`), not
+    whatever a later sync committed; unpinned, the latest."""
+    from corpus.retrieve import LanceRetriever
+
+    index = tmp_path / "idx.lancedb"
+    docs = load_documents(tiny_corpus)
+    sync_index(docs, SentenceChunker(), HashEmbedder(), index, IndexOptions(sentence_vectors=True))
+    pinned = LanceRetriever(index, HashEmbedder()).version
+
+    def tune(version: int | None) -> float:
+        inputs = TuneInputs(index, tiny_questions, embedder="hash", min_questions=3, index_version=version)
+        return tune_pruning(inputs, embedder=HashEmbedder(), count=count_words, prompt=_prompt_words).baseline_recall
+
+    before = tune(None)
+    gone = [d.model_copy(update={"text": "Nothing about mountains, continents or bands here."}) for d in docs]
+    sync_index(gone, SentenceChunker(), HashEmbedder(), index, IndexOptions(sentence_vectors=True))
+    assert tune(None) < before  # the latest build lost the answers
+    assert tune(pinned) == before  # the pinned one still has them
