@@ -292,9 +292,9 @@ def _decision_html(store: DuckDBStore, run_id: str, d: Record) -> str:
         figure,
     ]
     if d.get("baseline_hash") and d.get("candidate_hash"):
-        losses = store.largest_losses(
-            str(d["baseline_run"]), d["baseline_hash"], str(d["candidate_run"]), d["candidate_hash"]
-        )
+        batches = results.get("runs")  # a sequential decision: every batch run, not the last one only
+        base_runs, cand_runs = batches or str(d["baseline_run"]), batches or str(d["candidate_run"])
+        losses = store.largest_losses(base_runs, d["baseline_hash"], cand_runs, d["candidate_hash"])
         if losses:
             parts.append("<p>Questions where the candidate lost most answer token recall:</p>")
             parts.append(

@@ -407,10 +407,8 @@ def gate_looks(
     alphas = alpha_split(policy)
     looks: dict[str, list[SequentialLook]] = {}
     for rule in policy.metrics:
-        if rule.name not in pairs:
-            if rule.advisory:
-                continue
-            raise CribsheetError(f"{rule.name}: no paired values given for a deciding metric of the policy")
+        if rule.name not in pairs:  # no values yet: no look, so the gate continues (undecided at the budget)
+            continue
         base, cand = pairs[rule.name]
         higher = DIRECTIONS.get(rule.name, True)
         min_n = policy.min_questions
@@ -418,11 +416,28 @@ def gate_looks(
     if policy.latency:
         lat = policy.latency
         if lat.metric not in pairs:
-            raise CribsheetError(f"{lat.metric}: no paired latencies given; the policy gates on them")
+            return looks
         base, cand = pairs[lat.metric]
         floor = lat.min_speedup * (1 - lat.tolerance)  # the fixed-n gate's floor
         looks[lat.metric] = latency_looks(base, cand, floor, alphas[lat.metric], plan, lat.metric, lat.min_probes)
     return looks
+
+
+UNBOUNDED = frozenset(
+    {"ttft_s", "probe_ttft_s", "e2e_latency_s", "e2e_cold_s", "e2e_paid_s", "prompt_tokens", "compress_seconds"}
+    | {"compress_cold_seconds"}
+)
+"""Stored columns outside [0, 1]: the betting sequence cannot test them as metrics (latency has its own test)."""
+
+
+def refuse_unbounded(policy: GatePolicy) -> None:
+    """A policy metric the sequential gate cannot test, refused before anything is swept."""
+    bad = [m.name for m in policy.metrics if m.name in UNBOUNDED]
+    if bad:
+        raise CribsheetError(
+            f"{', '.join(bad)}: not bounded in [0, 1], so the sequential gate cannot test it as a metric; gate "
+            "latency with the policy's `latency:` rule, or use the fixed-n gate"
+        )
 
 
 def sequential_decision(looks: Mapping[str, list[SequentialLook]], policy: GatePolicy) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,7 +31,7 @@ from corpus.models import Question
 from eval.gate.decision import EXIT_CODES, GateDecision, Labels, paired_arrays
 from eval.gate.policy import GatePolicy, GateRequest, SequentialPlan
 from eval.gate.run import decision_row
-from eval.gate.sequential import SequentialLook, gate_looks, sequential_decision
+from eval.gate.sequential import SequentialLook, gate_looks, refuse_unbounded, sequential_decision
 from eval.gate.statistics import power_figures
 from eval.metrics import DIRECTIONS
 from eval.run.identity import run_identity
@@ -41,6 +42,9 @@ from eval.settings import CompressionSpec, GridConfig, Setting, SweepConfig
 from eval.store import DuckDBStore, Record
 from eval.store.rows import GateLookRow
 from eval.store.schema import baseline_key
+
+if TYPE_CHECKING:
+    from corpus.retrieve import IndexIdentity
 
 
 class SequentialGateRequest(BaseModel):
@@ -162,6 +166,7 @@ def run_sequential_gate(
     stored as it is taken, the decision stored as a `gate_decisions` row.
     """
     policy = GatePolicy.load(request.policy_path)
+    refuse_unbounded(policy)
     plan = request.plan or policy.sequential or SequentialPlan()
     grid, b, c = pair_grid(request.sweep, request.baseline, request.candidate)
     pool = draw_order([q for _, q in read_jsonl(request.sweep.questions_path, Question)], request.seed)
@@ -172,8 +177,9 @@ def run_sequential_gate(
     config = request.sweep.model_copy(update={"grid": grid, "index_version": index.version, "limit": None})
     sequence_id = _sequence_id(config, index, b, c, policy, plan, request.seed, pool[:budget])
     store = store or DuckDBStore(config.store_path)
-    stored = {look.look: look.run_id for look in store.looks(sequence_id)}
-    owned = components is None and len(stored) < math.ceil(budget / plan.batch)
+    rows = store.looks(sequence_id)
+    stored = {look.look: look.run_id for look in rows}
+    owned = components is None and _sweeps_again(rows, math.ceil(budget / plan.batch))
     if owned:  # one engine for every batch, not one per batch
         from eval.run.wiring import build_components
 
@@ -247,9 +253,18 @@ class _Sequence:
         return _finish(self, decision, runs, base, cand, ids, extra)
 
 
+def _sweeps_again(rows: Sequence[GateLookRow], last: int) -> bool:
+    """Whether a run of the gate must sweep a batch: a look before the deciding one (or the last) is missing.
+    A rerun of a gate that decided early reads every look it needs from the store, so it starts no engine.
+    """
+    decided = {r.look for r in rows if r.decision != "continue"}
+    stop = min(decided, default=last)
+    return not {r.look for r in rows} >= set(range(1, stop + 1))
+
+
 def _sequence_id(
     config: SweepConfig,
-    index: object,
+    index: IndexIdentity,
     b: Setting,
     c: Setting,
     policy: GatePolicy,
@@ -260,9 +275,6 @@ def _sequence_id(
     """The gate's identity: the run identity of what it sweeps, the two settings, the policy, the plan and
     the drawn questions in order.
     """
-    from corpus.retrieve import IndexIdentity
-
-    assert isinstance(index, IndexIdentity)
     payload = {
         "run": run_identity(config, index).reuse_key,
         "baseline": config.setting_hash(b),
@@ -402,6 +414,9 @@ def _finish(
         for r in sorted(final, key=lambda r: (r.metric not in deciding, r.verdict != decision, r.metric))
         if r.estimate is not None and r.lower is not None and r.upper is not None
     ]
+    # A deciding metric no question gave a value for has no looks: named first, it is why the gate is undecided.
+    silent = sorted(deciding - {r.metric for r in final})
+    reasons = [f"{m}: no paired values in {len(ids)} questions: undecided" for m in silent] + reasons
     fixed_n: dict[str, int | None] = {}
     for rule in policy.metrics:
         if rule.advisory:

@@ -51,10 +51,10 @@ def refuse_judged(tune: list[Question], tune_path: Path, judged_path: Path) -> N
     """Refuse tune questions that are also questions of `judged_path` by content (normalised text), whatever
     the files are called: knobs chosen on the judged set would be judged on themselves.
     """
-    from eval.train.pairs import question_key
+    from corpus.text import normalize  # as the trained scorer's refusal keys a question
 
-    judged = {question_key(q.question) for _, q in read_jsonl(judged_path, Question)}
-    shared = [q for q in tune if question_key(q.question) in judged]
+    judged = {normalize(q.question) for _, q in read_jsonl(judged_path, Question)}
+    shared = [q for q in tune if normalize(q.question) in judged]
     if shared:
         raise InputFileError(
             tune_path,

@@ -283,19 +283,26 @@ class DuckDBStore(RunLifecycle, LatencyStore):
         )
 
     def largest_losses(
-        self, baseline_run: str, baseline_hash: str, candidate_run: str, candidate_hash: str, n: int = 5
+        self,
+        baseline_run: str | Sequence[str],
+        baseline_hash: str,
+        candidate_run: str | Sequence[str],
+        candidate_hash: str,
+        n: int = 5,
     ) -> list[Record]:
         """The answerable questions where the candidate lost most answer token recall against the baseline,
-        each setting's answer from its own run (a cross-run decision compares two runs' answers).
+        each setting's answer from its own run (a cross-run decision compares two runs' answers); a run list
+        (a sequential gate's batch runs) pairs each question within the run that answered it.
         """
         return self.query(
             "SELECT a.question, a.gold_answers, a.answer AS baseline_answer, b.answer AS candidate_answer, "
             "a.answer_token_recall AS baseline_recall, b.answer_token_recall AS candidate_recall, "
             "b.answer_token_recall - a.answer_token_recall AS diff, a.context_tokens_out AS baseline_context_tokens, "
             "b.context_tokens_out AS candidate_context_tokens FROM samples a JOIN samples b USING (question_id) "
-            "WHERE a.run_id = ? AND a.setting_hash = ? AND b.run_id = ? AND b.setting_hash = ? AND a.answerable "
+            "WHERE list_contains(?, a.run_id) AND a.setting_hash = ? AND list_contains(?, b.run_id) "
+            "AND b.setting_hash = ? AND a.answerable "
             "AND b.answer_token_recall < a.answer_token_recall ORDER BY diff, a.question LIMIT ?",
-            [baseline_run, baseline_hash, candidate_run, candidate_hash, n],
+            [_runs(baseline_run), baseline_hash, _runs(candidate_run), candidate_hash, n],
         )
 
     def run_summary(self, run_id: str) -> Record:
@@ -380,3 +387,8 @@ class DuckDBStore(RunLifecycle, LatencyStore):
 def dumps(value: Any) -> str:
     """Compact, stable JSON for stored columns."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _runs(run: str | Sequence[str]) -> list[str]:
+    """One run id or several, as a list."""
+    return [run] if isinstance(run, str) else list(run)

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from eval.gate.policy import SequentialPlan
 from eval.run.sequential_gate import SequentialGateRequest, draw_order, run_sequential_gate
 from eval.store import DuckDBStore
@@ -102,7 +104,26 @@ def test_the_gate_sweeps_batch_after_batch_until_decided_and_a_rerun_computes_no
     ]
     assert (again.decision, again.runs) == (outcome.decision, outcome.runs)
     decisions = DuckDBStore(req.sweep.store_path, read_only=True).query("SELECT decision FROM gate_decisions")
-    assert [d["decision"] for d in decisions] == [outcome.decision] * 2
+    assert [d["decision"] for d in decisions] == [outcome.decision] * 2  # each run of the gate records its decision
+
+
+def test_a_rerun_of_a_gate_that_decided_early_starts_no_engine(
+    setup: SweepSetup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every look up to the deciding one is stored: a rerun left to build its own components builds none."""
+    import eval.run.wiring
+
+    _, components = setup
+    req = request(setup, tmp_path, tmp_path / "r.duckdb")
+    outcome = run_sequential_gate(req, components(ExtractingGenerator()))
+    assert outcome.n_questions < BUDGET  # decided before the budget
+
+    def no_engine(*args: object) -> None:
+        raise AssertionError("a rerun of a decided gate built its components")
+
+    monkeypatch.setattr(eval.run.wiring, "build_components", no_engine)
+    again = run_sequential_gate(req)
+    assert (again.decision, again.runs) == (outcome.decision, outcome.runs)
 
 
 CHILD = """
@@ -215,3 +236,45 @@ def test_a_question_failed_in_either_setting_stops_the_gate_undecided(setup: Swe
     assert outcome.decision == "undecided" and len(outcome.runs) == 1
     assert "failed in a setting" in outcome.reasons[0]
     assert {r.n_failed for r in outcome.looks} and all((r.n_failed or 0) > 0 for r in outcome.looks)
+
+
+def test_an_unbounded_policy_metric_is_refused_before_anything_is_swept(setup: SweepSetup, tmp_path: Path) -> None:
+    from corpus.errors import CribsheetError
+
+    req = request(setup, tmp_path, tmp_path / "r.duckdb")
+    req.policy_path.write_text(POLICY.replace("answer_contains, margin: 0.02", "prompt_tokens, margin: 10"))
+    with pytest.raises(CribsheetError, match=r"prompt_tokens: not bounded in \[0, 1\]"):
+        run_sequential_gate(req)
+    assert not req.sweep.store_path.exists()  # nothing swept, nothing stored
+
+
+def test_a_deciding_metric_without_values_leaves_the_gate_undecided_at_its_budget_and_says_why(
+    setup: SweepSetup, tmp_path: Path
+) -> None:
+    """As the fixed-n gate: abstention has values on unanswerable questions only, and this pool has none."""
+    _, components = setup
+    req = request(setup, tmp_path, tmp_path / "r.duckdb")
+    req.policy_path.write_text(POLICY.replace("answer_contains, margin: 0.02", "abstained, margin: 0.02"))
+    req = req.model_copy(update={"plan": SequentialPlan(batch=10, budget=20)})
+    outcome = run_sequential_gate(req, components(ExtractingGenerator()))
+    assert outcome.decision == "undecided" and len(outcome.runs) == 2
+    assert outcome.reasons[0] == "abstained: no paired values in 20 questions: undecided"
+
+
+def test_the_gate_pairs_latency_from_each_batchs_latency_phase(setup: SweepSetup, tmp_path: Path) -> None:
+    """With a `latency:` rule every question of a batch is probed (no `probes`): the latency test reads one
+    paired ratio per question, from the batch run's own blocks, and looks at the same n as the metrics."""
+    _, components = setup
+    req = request(setup, tmp_path, tmp_path / "r.duckdb")
+    req.policy_path.write_text(
+        POLICY.replace("latency: null", "latency: {metric: e2e_cold_s, min_speedup: 0.5, min_probes: 4}")
+    )
+    req = req.model_copy(update={"plan": SequentialPlan(batch=10, budget=20)})
+    outcome = run_sequential_gate(req, components(ExtractingGenerator()))
+    lat = [r for r in outcome.looks if r.metric == "e2e_cold_s"]
+    # One ratio per probed question: 10 at the first look; the second reads its batch's too (checked at every
+    # n, its look stops where the latency test decided).
+    assert [r.look for r in lat] == [1, 2] and lat[0].n == 10 and 10 < lat[1].n <= 20
+    store = DuckDBStore(req.sweep.store_path, read_only=True)
+    slots = store.query("SELECT run_id, count(DISTINCT question_id) AS n FROM latency_slots GROUP BY run_id")
+    assert {r["run_id"]: r["n"] for r in slots} == {run: 10 for run in outcome.runs}

@@ -454,6 +454,22 @@ def test_the_largest_losses_of_a_cross_run_decision_show_each_runs_own_answers(t
     assert store.largest_losses("r1", "base", "r1", "cand") == []  # within r1 the candidate lost nothing
 
 
+def test_the_largest_losses_of_a_sequential_decision_read_every_batch_run(tmp_path: Path) -> None:
+    """A sequential gate's decision names its last batch run; its losses come from every batch it swept."""
+    store = DuckDBStore(tmp_path / "r.duckdb")
+    for run_id, question, lost in (("b1", "q1", True), ("b2", "q2", False)):
+        store.start_run(run_row(run_id))
+        store.add_samples(
+            [
+                sample_row(question, "base", run_id=run_id, answer="right", answer_token_recall=1.0),
+                sample_row(question, "cand", run_id=run_id, answer="wrong", answer_token_recall=0.0 if lost else 1.0),
+            ]
+        )
+    assert store.largest_losses("b2", "base", "b2", "cand") == []  # the last batch alone lost nothing
+    (loss,) = store.largest_losses(["b1", "b2"], "base", ["b1", "b2"], "cand")  # q1, lost in the first batch
+    assert loss["diff"] == -1.0
+
+
 def test_the_agreement_views_kappa_is_the_one_cohen_kappa_computes(tmp_path: Path) -> None:
     """Cohen's kappa is computed twice: in Python for a run (`runs.judge_kappa`, `runs.verifier_kappa`) and
     in SQL per setting (`v_judge_agreement`, `v_verifier_agreement`). On yes/no verdicts the two agree,
