@@ -83,7 +83,7 @@ def local_model(model: str) -> Path | None:
         from huggingface_hub import snapshot_download
 
         return Path(snapshot_download(model, local_files_only=True))
-    except Exception:  # not in the local cache, or not a hub id at all
+    except (OSError, ValueError):  # not in the local cache (LocalEntryNotFoundError), or no hub id (HFValidationError)
         return None
 
 

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from corpus.errors import CribsheetError
-from corpus.load import read_jsonl
+from corpus.errors import CribsheetError, InputFileError
 from corpus.models import Question
 from eval.gate.decision import EXIT_CODES, GateDecision, Labels, paired_arrays
 from eval.gate.policy import GatePolicy, GateRequest, SequentialPlan
@@ -34,9 +33,9 @@ from eval.gate.run import decision_row
 from eval.gate.sequential import SequentialLook, gate_looks, refuse_unbounded, sequential_decision
 from eval.gate.statistics import power_figures
 from eval.metrics import DIRECTIONS
-from eval.run.identity import run_identity
+from eval.run.identity import file_sha256, run_identity
 from eval.run.runner import Progress
-from eval.run.sweep import run_sweep
+from eval.run.sweep import read_questions, run_sweep
 from eval.run.wiring import Components, index_identity
 from eval.settings import CompressionSpec, GridConfig, Setting, SweepConfig
 from eval.store import DuckDBStore, Record
@@ -169,13 +168,14 @@ def run_sequential_gate(
     refuse_unbounded(policy)
     plan = request.plan or policy.sequential or SequentialPlan()
     grid, b, c = pair_grid(request.sweep, request.baseline, request.candidate)
-    pool = draw_order([q for _, q in read_jsonl(request.sweep.questions_path, Question)], request.seed)
-    if not pool:
-        raise CribsheetError(f"{request.sweep.questions_path}: no questions to draw from")
+    read, read_sha256 = read_questions(request.sweep.model_copy(update={"limit": None}))
+    pool = draw_order(read, request.seed)
     budget = min(plan.budget, len(pool))
     index = index_identity(request.sweep)
     config = request.sweep.model_copy(update={"grid": grid, "index_version": index.version, "limit": None})
     sequence_id = _sequence_id(config, index, b, c, policy, plan, request.seed, pool[:budget])
+    if file_sha256(config.questions_path) != read_sha256:  # the identity hashed the file again: the same one?
+        raise InputFileError(config.questions_path, "changed while the gate started; run again once it is written")
     store = store or DuckDBStore(config.store_path)
     rows = store.looks(sequence_id)
     stored = {look.look: look.run_id for look in rows}

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from corpus.cluster import RayOptions
@@ -16,7 +17,7 @@ from corpus.load import read_jsonl
 from corpus.models import Question
 from eval.engine.generator import WarmReport
 from eval.metrics import cohen_kappa
-from eval.run.identity import setting_models_sha256
+from eval.run.identity import file_sha256, setting_models_sha256
 from eval.run.latency import (
     LatencyPhase,
     LiveRequest,
@@ -66,10 +67,21 @@ class SettingFailed(CribsheetError):
 
 def load_questions(config: SweepConfig) -> list[Question]:
     """Questions from the configured JSONL file, first `limit` of them."""
-    questions = [q for _, q in read_jsonl(config.questions_path, Question)]
+    return read_questions(config)[0]
+
+
+def read_questions(config: SweepConfig) -> tuple[list[Question], str]:
+    """The questions (first `limit`) and the sha256 of the file they were read from, hashed before and after
+    the read: a file rewritten meanwhile is refused, so the digest the run records is the one of what it read.
+    """
+    path = config.questions_path
+    before = file_sha256(path) if Path(path).is_file() else ""
+    questions = [q for _, q in read_jsonl(path, Question)]
     if not questions:
-        raise InputFileError(config.questions_path, "no questions in file")
-    return questions[: config.limit] if config.limit else questions
+        raise InputFileError(path, "no questions in file")
+    if file_sha256(path) != before:
+        raise InputFileError(path, "changed while it was read; run again once it is written")
+    return (questions[: config.limit] if config.limit else questions), before
 
 
 def run_sweep(
@@ -92,7 +104,7 @@ def run_sweep(
     """
     tick = progress or (lambda stage, done, total: None)
     stages: dict[str, float] = {}
-    questions = load_questions(config)
+    questions, questions_sha256 = read_questions(config)
     settings = config.grid.expand()
     t0 = time.perf_counter()
     on_ray = ray is not None and components is None
@@ -105,6 +117,8 @@ def run_sweep(
         store = DuckDBStore(config.store_path)
         new = new_run_id()
         row = run_row(new, config, len(questions), len(settings), ident, ray if on_ray else None)
+        if row.questions_sha256 != questions_sha256:  # rewritten between the read and the identity
+            raise InputFileError(config.questions_path, "changed while the sweep started; run again once it is written")
         claim = claim_run(
             store,
             row,

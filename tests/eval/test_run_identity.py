@@ -179,3 +179,38 @@ def test_a_plugin_modules_source_is_part_of_the_code_version(tmp_path: Path, mon
     before = code_sha256(plugins=["my_plugin"])
     (tmp_path / "my_plugin.py").write_text("X = 2\n")  # the plugin's code changed, cribsheet's did not
     assert without != before != code_sha256(plugins=["my_plugin"]) and code_sha256() == without
+
+
+@pytest.mark.parametrize("when", ["during the read", "before the identity"])
+def test_a_question_file_rewritten_while_a_sweep_starts_is_refused_and_nothing_is_stored(
+    setup: SweepSetup, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """The digest a run records is the one of the questions it read: a writer in between is refused."""
+    import eval.run.sweep as sweep_module
+    from corpus.errors import InputFileError
+
+    config, components = setup
+    path = config.questions_path
+    if when == "during the read":
+        real = sweep_module.read_jsonl
+
+        def read_and_rewrite(p: Path, model: type) -> object:
+            yield from real(p, model)
+            path.write_text(path.read_text() + path.read_text().splitlines()[0].replace('"q1"', '"q9"') + "\n")
+
+        monkeypatch.setattr(sweep_module, "read_jsonl", read_and_rewrite)
+    else:
+        real_row = sweep_module.run_row
+
+        def rewrite_then_row(*args: object, **kwargs: object) -> object:
+            path.write_text(path.read_text().replace("K2", "Kangchenjunga"))
+            return real_row(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(sweep_module, "run_row", rewrite_then_row)
+    with pytest.raises(InputFileError, match="changed while"):
+        run_sweep(config, components())
+    if config.store_path.exists():  # refused after the store was opened: no run, no row
+        with duckdb.connect(str(config.store_path), read_only=True) as con:
+            assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+    else:
+        assert when == "during the read"  # refused before the store was opened
