@@ -98,6 +98,10 @@ class ScorerCard(BaseModel):
     refused_overlap_with: list[str]
     """Question files checked for shared questions (by normalised text) and shared gold documents before
     training: none was shared."""
+    refused_overlap_sha256: dict[str, str] = Field(default_factory=dict)
+    """Each of those files' sha256 when it was checked (a file rewritten since is not the one checked)."""
+    libraries: dict[str, str] = Field(default_factory=dict)
+    """Versions of the libraries that trained the weights (torch, transformers, sentence-transformers)."""
     train_documents: list[str] = Field(default_factory=list)
     """The gold documents the training questions ask about (the scorer saw their units)."""
     validation_documents: list[str] = Field(default_factory=list)

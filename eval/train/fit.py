@@ -7,8 +7,8 @@ negatives, MultipleNegativesRankingLoss, on (question, positive unit, hard negat
 trainer writes a checkpoint every `save_steps` steps into a work folder keyed by the pairs' digest, this
 config and the base weights, so a run killed at any point (kill -9 included) resumes from its last complete
 checkpoint (one whose trainer state was written, the trainer's last file), and a run with other pairs or
-knobs starts its own. The finished model is written beside its final folder and renamed into place, so a
-reader never sees half a model.
+knobs starts its own. The finished model is written beside the folder it is asked for and renamed into it;
+`train_scorer` asks for a staging folder, adds the card, and swaps the two in (`swap_into_place`).
 """
 
 from __future__ import annotations

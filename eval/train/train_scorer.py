@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from corpus.snapshot import read_snapshot
 from corpus.weights import weights_fingerprint
 from eval.compress.identity import code_version
 from eval.train.card import CARD_JSON, RankingFigures, ScorerCard, ranking_figures
-from eval.train.fit import Progress, TrainConfig, base_model_path, learning_rate, train_scorer_model
+from eval.train.fit import Progress, TrainConfig, base_model_path, bf16, learning_rate, train_scorer_model
 from eval.train.pairs import (
     PairRules,
     ScorerPair,
@@ -166,6 +167,7 @@ def train_scorer(
     questions = read_questions(inputs.questions_path, inputs.limit)
     for held in inputs.not_on:
         refuse_overlap(questions, inputs.questions_path, [q for _, q in read_jsonl(held, Question)], held)
+    restore_interrupted_swap(inputs.out)
     check_out_folder(inputs.out)
     embedder = embedder or EMBEDDERS.build(EMBEDDERS.spec(inputs.embedder), None)
     retriever = LanceRetriever(inputs.index_path, embedder, inputs.index_version)
@@ -177,13 +179,15 @@ def train_scorer(
         )
     index_sha256 = read_snapshot(inputs.index_path, retriever.version).index_sha256
     pairs, meta = labelled_pairs(inputs, questions, retriever, stored, rules, index_sha256, tick)
-    trained = train_scorer_model(pairs, inputs.out, work_folder(inputs), config, tick)
+    staged = inputs.out.with_name(f".{inputs.out.name}.new")  # the model and its card, swapped in together
+    shutil.rmtree(staged, ignore_errors=True)
+    trained = train_scorer_model(pairs, staged, work_folder(inputs), config, tick)
     validation = [p for p in pairs if p.split == "validation"]
     train = [p for p in pairs if p.split == "train"]
     card = ScorerCard(
         kind=config.kind,
         model=str(inputs.out),
-        weights=weights_fingerprint(inputs.out),
+        weights=weights_fingerprint(staged),
         base_model=base_model_path(config),
         base_weights=weights_fingerprint(base_model_path(config)),
         questions_path=str(inputs.questions_path),
@@ -191,6 +195,7 @@ def train_scorer(
         index_path=str(inputs.index_path),
         index_sha256=index_sha256,
         refused_overlap_with=[str(p) for p in inputs.not_on],
+        refused_overlap_sha256={str(p): file_sha256(p) for p in inputs.not_on},
         train_documents=split_documents(questions, rules, "train"),
         validation_documents=split_documents(questions, rules, "validation"),
         pairs_sha256=pairs_digest(pairs),
@@ -204,17 +209,57 @@ def train_scorer(
         positives=sum(p.kind == "positive" for p in pairs),
         hard_negatives=sum(p.kind == "hard" for p in pairs),
         easy_negatives=sum(p.kind == "easy" for p in pairs),
-        training=config.model_dump(mode="json") | {"learning_rate": learning_rate(config)},
+        training=config.model_dump(mode="json")
+        | {"learning_rate": learning_rate(config), "precision": "bfloat16" if bf16(config) else "float32"},
+        libraries=library_versions(),
         steps=trained.steps,
         resumed_from_step=trained.resumed_from,
         pairs_seconds=round(meta["seconds"], 1),
         train_seconds=round(trained.seconds, 1),
         loss_curve=trained.loss_curve,
-        validation=figures(validation, trained_scores(inputs.out, config.kind, validation)) if validation else _none(),
+        validation=figures(validation, trained_scores(staged, config.kind, validation)) if validation else _none(),
         bi_encoder=figures(validation, bi_encoder_scores(validation, embedder, stored)) if validation else _none(),
     )
-    card.write(inputs.out)
+    card.write(staged)
+    swap_into_place(staged, inputs.out)
     return card
+
+
+def _previous(out: Path) -> Path:
+    return out.with_name(f".{out.name}.previous")
+
+
+def swap_into_place(staged: Path, out: Path) -> None:
+    """Replace `out` by `staged` (the model with its card): two renames, the old folder moved aside first and
+    removed last. A reader sees the old scorer or the new one, each with its card; a kill between the two
+    renames leaves the old one aside, which the next run puts back (`restore_interrupted_swap`).
+    """
+    previous = _previous(out)
+    shutil.rmtree(previous, ignore_errors=True)
+    if out.exists():
+        out.rename(previous)
+    staged.rename(out)
+    shutil.rmtree(previous, ignore_errors=True)
+
+
+def restore_interrupted_swap(out: Path) -> None:
+    """Put back the scorer a killed swap moved aside (no `out`, its previous folder beside it)."""
+    previous = _previous(out)
+    if previous.is_dir() and not out.exists():
+        previous.rename(out)
+
+
+def library_versions() -> dict[str, str]:
+    """The versions of the libraries that trained the weights (what reproduces them, with the card's knobs)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in ("torch", "transformers", "sentence-transformers", "accelerate"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
 
 
 def _none() -> RankingFigures:

@@ -5,6 +5,7 @@ and the pruned selectors keeping units in the scorer's order.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -193,11 +194,16 @@ def test_a_short_training_writes_a_folder_the_reranker_and_the_pruned_selectors_
     from eval.rerank import RerankerDeps, build_reranker
 
     questions = write_jsonl(tmp_path / "train.jsonl", QUESTIONS)
+    held = write_jsonl(tmp_path / "held.jsonl", [{"id": "h1", "question": "Who painted it?", "answers": ["Leo"]}])
     out = tmp_path / "scorer"
-    inputs = ScorerInputs(index, questions, out)
+    inputs = ScorerInputs(index, questions, out, not_on=(held,))
     rules = PairRules(retrieve_n=3, hard_negatives=2, easy_negatives=1, validation_share=0.3)
     ticks: list[tuple[str, int, int]] = []
     card = train_scorer(inputs, rules, TINY_TRAINING, lambda *t: ticks.append(t), embedder=HashEmbedder())
+    # What reproduces the weights: the libraries, the precision it resolved, the files it checked, by digest.
+    assert {"torch", "transformers"} <= set(card.libraries) and card.training["precision"] in ("bfloat16", "float32")
+    assert card.refused_overlap_sha256 == {str(held): hashlib.sha256(held.read_bytes()).hexdigest()}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".scorer")) == [".scorer.training"]
     assert card.steps >= 2 and ("train scorer", card.steps, card.steps) in ticks
     assert card.train_pairs + card.validation_pairs == card.positives + card.hard_negatives + card.easy_negatives
     assert card.validation_pairs and card.validation.auc is not None and card.bi_encoder.auc is not None
@@ -457,3 +463,19 @@ def test_a_scorer_retrained_at_the_same_path_is_another_setting_and_a_stale_fing
     assert old is not None and first_hash != second_hash
     with pytest.raises(ValueError, match=f"its weights are [0-9a-f]{{16}} now, not {old}"):
         PrunedConfig.model_validate({"scorer": f"cross-encoder:{folder}", "scorer_weights": old})
+
+
+def test_a_scorer_is_swapped_in_whole_and_a_swap_killed_half_way_is_put_back(tmp_path: Path) -> None:
+    """The new folder (model and card) replaces the old by two renames; killed between them, the old scorer
+    sits aside and the next run puts it back before anything else."""
+    from eval.train.train_scorer import restore_interrupted_swap, swap_into_place
+
+    out, staged = tmp_path / "scorer", tmp_path / ".scorer.new"
+    for folder, text in ((out, "old"), (staged, "new")):
+        folder.mkdir()
+        (folder / "card.json").write_text(text)
+    swap_into_place(staged, out)
+    assert (out / "card.json").read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["scorer"]
+    out.rename(tmp_path / ".scorer.previous")  # killed after the first rename
+    restore_interrupted_swap(out)
+    assert (out / "card.json").read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["scorer"]
