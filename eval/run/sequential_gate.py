@@ -222,7 +222,8 @@ class _Sequence:
             batch = self.drawn[(look - 1) * plan.batch : look * plan.batch]
             run_id = stored.get(look)
             if run_id is None or store.run_meta(run_id).status != "ok":
-                tick(f"sequential gate: batch {look} ({len(batch)} questions)", 0, 1)
+                stage = f"sequential gate: batch {look} ({len(batch)} questions)"
+                tick(stage, 0, 1)
                 batch_config = config.model_copy(
                     update={
                         "questions_path": _batch_file(folder, look, batch),
@@ -230,6 +231,7 @@ class _Sequence:
                     }
                 )
                 run_id = run_sweep(batch_config, components, progress).run_id
+                tick(stage, 1, 1)  # the stage ends: no heartbeat reports it running any more
             runs.append(run_id)
             drawn = [q.id for q in self.drawn[: look * plan.batch]]
             base, cand, ids, failed = _samples(store, runs, drawn, b.name, c.name)

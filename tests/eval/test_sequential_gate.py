@@ -256,9 +256,13 @@ def test_a_deciding_metric_without_values_leaves_the_gate_undecided_at_its_budge
     req = request(setup, tmp_path, tmp_path / "r.duckdb")
     req.policy_path.write_text(POLICY.replace("answer_contains, margin: 0.02", "abstained, margin: 0.02"))
     req = req.model_copy(update={"plan": SequentialPlan(batch=10, budget=20)})
-    outcome = run_sequential_gate(req, components(ExtractingGenerator()))
+    ticks: list[tuple[str, int, int]] = []
+    outcome = run_sequential_gate(req, components(ExtractingGenerator()), lambda *t: ticks.append(t))
     assert outcome.decision == "undecided" and len(outcome.runs) == 2
     assert outcome.reasons[0] == "abstained: no paired values in 20 questions: undecided"
+    # Every stage that started ends, so a heartbeat never reports a finished batch as running.
+    started = {stage for stage, done, _ in ticks if done == 0 and stage.startswith("sequential gate: batch")}
+    assert len(started) == 2 and all((stage, 1, 1) in ticks for stage in started)
 
 
 def test_the_gate_pairs_latency_from_each_batchs_latency_phase(setup: SweepSetup, tmp_path: Path) -> None:
