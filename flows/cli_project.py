@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -68,12 +68,10 @@ def run(
     ),
 ) -> None:
     """Everything the project file says: index, questions, sweep, latency, a gate per candidate, the report.
-    Exit 0 when every candidate passed, 1 when one failed, 2 when one could not decide.
+    Exit 1 when a candidate you mean to ship (`candidates:`, every one by default) failed, 2 when a candidate
+    could not decide, else 0.
     """
-    from flows.project import exit_code
-
-    decisions = _run_project(project_file, "run")
-    raise typer.Exit(exit_code(decisions))
+    raise typer.Exit(_run_project(project_file, "run"))
 
 
 DEMO_PROJECT = Path(__file__).resolve().parents[1] / "configs" / "demo-project.yaml"
@@ -94,15 +92,16 @@ def demo(
     phase, a gate per candidate (the headline one sequentially too) and the report. The verdicts are the
     demo's findings, so it exits 0 whatever they are (`cribsheet run` over the same file exits on them).
     """
-    from flows.project import exit_code
-
     project_file = DEMO_FULL_PROJECT if full else DEMO_PROJECT
-    decisions = _run_project(project_file, "demo")
-    code = exit_code(decisions)
+    code = _run_project(project_file, "demo")
     out.print(f"(`cribsheet run {_shown(project_file)}` would exit {code}: {EXIT_MEANING[code]})", highlight=False)
 
 
-EXIT_MEANING = {0: "every candidate passed", 1: "a candidate failed", 2: "a candidate could not decide"}
+EXIT_MEANING = {
+    0: "every candidate decided, none you mean to ship failed",
+    1: "a candidate you mean to ship failed",
+    2: "a candidate could not decide",
+}
 
 
 def _shown(path: Path) -> str:
@@ -113,15 +112,15 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _run_project(project_file: Path, label: str) -> list[Any]:
+def _run_project(project_file: Path, label: str) -> int:
     """Run the project file through the `cribsheet-run` flow and print what a reader needs: the time per
-    stage, the leaderboard, the A/A floor, one verdict line per candidate, the report's path; every decision
-    (fixed-n and sequential) is returned.
+    stage, the leaderboard, the A/A floor, one verdict line per candidate, the report's path; returns the exit
+    code `cribsheet run` gives (`flows.project.exit_code`).
     """
     prepare_environment()
     from eval.gate import verdict_line
     from flows.pipeline import project_flow
-    from flows.project import Project
+    from flows.project import Project, exit_code
 
     log: Path | None = None
     try:
@@ -160,4 +159,4 @@ def _run_project(project_file: Path, label: str) -> list[Any]:
             out.print(f"    {note}", highlight=False, soft_wrap=True)
     out.print(f"report: {result.report_path.resolve()}", highlight=False, soft_wrap=True)
     show_path(Path(sweep.store_path).resolve())
-    return [*result.decisions, *result.sequential]
+    return exit_code(result.decisions, result.sequential, project.candidates)

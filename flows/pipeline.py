@@ -266,9 +266,10 @@ def project_flow(project_file: Path) -> ProjectResult:
 
     project = Project.load(project_file)
     names = {s.name for s in project.grid.expand()}
-    unknown = sorted(set(project.sequential or []) - names)
-    if unknown:
-        raise CribsheetError(f"{project_file}: sequential: {', '.join(unknown)} is no setting of the grid")
+    for field_name in ("sequential", "candidates"):
+        unknown = sorted(set(getattr(project, field_name) or []) - names)
+        if unknown:
+            raise CribsheetError(f"{project_file}: {field_name}: {', '.join(unknown)} is no setting of the grid")
     if project.dataset is not None:
         build_dataset_task(project.dataset)
     index_path = project.workdir / "index.lancedb"

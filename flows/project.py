@@ -8,6 +8,7 @@ import fnmatch
 import hashlib
 import os
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,9 @@ class Project(BaseModel):
     """Blocks per probe question: each times every setting once and each baseline twice (the A/A floor)."""
     sequential: list[str] | None = None
     """Candidates gated sequentially when the policy has a `sequential:` block (None: every candidate)."""
+    candidates: list[str] | None = None
+    """The settings you mean to ship: a FAIL of one of them makes `run` exit 1, a FAIL of another is reported
+    and read as decided (None: every candidate is one)."""
 
     @classmethod
     def load(cls, path: Path) -> Project:
@@ -177,6 +181,8 @@ grid:                      # what is compared: every compression at every top-k 
     - {{compressor: pruned-auto, target_ratio: 8}}  # pruned, budget by relevance (8x at most)
     - {{compressor: llmlingua, target_ratio: 4, top_ks: [3]}}   # query-agnostic LLMLingua
 policy: policies/gate.yaml # margins, confidence, the latency rule; a `sequential:` block gates sequentially too
+candidates: null           # the settings you mean to ship, e.g. [pruned-4x-k8-hybrid-dense]: a FAIL of one of
+                           # them exits 1, others are reported (null: every candidate)
 workdir: runs/{name}       # index, results store (results.duckdb), questions and report go here
 embedder: minilm-l6-v2     # the bundled all-MiniLM-L6-v2
 generator: {{}}              # empty: the bundled SmolLM2-135M on vLLM; e.g. {{name: vllm, model: /models/qwen}}
@@ -198,9 +204,14 @@ def edited_by_hand(path: Path) -> bool:
     return hashlib.sha256((body + "\n").encode()).hexdigest() != last.removeprefix(SIGNATURE).strip()
 
 
-def exit_code(decisions: list[Any]) -> int:
-    """1 when a candidate failed, 2 when one could not decide (or none was gated), else 0."""
-    verdicts = [d.decision for d in decisions]
-    if "fail" in verdicts:
+def exit_code(decisions: Sequence[Any], sequential: Sequence[Any] = (), named: Sequence[str] | None = None) -> int:
+    """1 when a named candidate failed (`named` None: every candidate is named), 2 when a candidate could not
+    decide (or none was gated), else 0. A candidate's sequential decision, when it has one, stands for it:
+    it is the fixed-n decision carried on until decided.
+    """
+    final = {d.candidate: d.decision for d in decisions} | {d.candidate: d.decision for d in sequential}
+    if not final:
+        return 2
+    if any(v == "fail" and (named is None or c in named) for c, v in final.items()):
         return 1
-    return 2 if not verdicts or "undecided" in verdicts else 0
+    return 2 if "undecided" in final.values() else 0

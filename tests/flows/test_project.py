@@ -184,20 +184,21 @@ def test_the_demo_is_cribsheet_run_over_the_bundled_project_file(
     assert "$(BIN)/cribsheet demo" in (ROOT / "Makefile").read_text()
 
 
+@pytest.mark.parametrize("field", ["sequential", "candidates"])
 def test_a_project_naming_no_setting_of_its_grid_for_the_sequential_gate_is_refused_before_any_work(
-    tmp_path: Path,
+    tmp_path: Path, field: str
 ) -> None:
     tree = shutil.copytree(TREE, tmp_path / "docs")
     project = tmp_path / "cribsheet.yaml"
     raw = {
         "corpus": {"path": "docs"}, "embedder": "hash", "generator": {"name": "fake"},
         "grid": {"top_ks": [2], "compressions": [{"compressor": "none"}, {"compressor": "halving", "target_ratio": 2}]},
-        "sequential": ["halving-2x-k3-hybrid-dense"],
+        field: ["halving-2x-k3-hybrid-dense"],
     }  # fmt: skip
     project.write_text(yaml.safe_dump(raw))
     result = CliRunner().invoke(app, ["run", str(project)])
     assert result.exit_code == 2
-    assert "sequential: halving-2x-k3-hybrid-dense is no setting of the grid" in result.output
+    assert f"{field}: halving-2x-k3-hybrid-dense is no setting of the grid" in result.output
     assert not (tmp_path / "runs" / "project" / "index.lancedb").exists() and tree.is_dir()  # nothing indexed
 
 
@@ -235,3 +236,21 @@ def test_run_sweeps_the_first_limit_questions_and_gates_sequentially_over_the_re
         asked = con.execute("SELECT count(DISTINCT question_id) FROM samples").fetchone()
     assert per_setting == [(3,)] * 3  # the sweep's run: the first 3 questions
     assert asked is not None and asked[0] == 5  # the sequential gate's batches: all 5
+
+
+def test_run_exits_1_only_on_a_failed_candidate_it_was_told_to_ship_and_reads_a_sequential_verdict_first() -> None:
+    from types import SimpleNamespace
+
+    from flows.project import exit_code
+
+    def d(candidate: str, decision: str) -> SimpleNamespace:
+        return SimpleNamespace(candidate=candidate, decision=decision)
+
+    fixed = [d("a", "fail"), d("b", "pass")]
+    assert exit_code(fixed) == 1  # every candidate is named by default
+    assert exit_code(fixed, named=["b"]) == 0  # a's FAIL is reported, not a release blocker
+    assert exit_code(fixed, named=["a"]) == 1
+    assert exit_code([d("a", "undecided"), d("b", "pass")], named=["b"]) == 2  # something could not decide
+    assert exit_code([d("a", "undecided")], [d("a", "pass")]) == 0  # its sequential verdict stands for it
+    assert exit_code([d("a", "pass")], [d("a", "fail")]) == 1
+    assert exit_code([]) == 2  # nothing was gated
