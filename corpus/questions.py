@@ -268,3 +268,11 @@ def llm_questions(docs: Iterable[Document], config: LLMQuestionConfig, n: int, c
         qid = "llm-" + hashlib.sha256(f"{doc.id}\x1f{question}".encode()).hexdigest()[:16]
         out.append(Question(id=qid, question=question, answers=[answer], gold_doc_ids=[doc.id], answerable=True))
     return out
+
+
+def shared_questions(questions: Sequence[Question], others: Iterable[Question]) -> list[Question]:
+    """The questions of `questions` that are also questions of `others` by content: the normalised text (case,
+    punctuation, articles and spacing folded), whatever the files holding them are called.
+    """
+    taken = {normalize(q.question) for q in others}
+    return [q for q in questions if normalize(q.question) in taken]

@@ -14,6 +14,7 @@ from corpus.embed import EMBEDDERS, Embedder
 from corpus.errors import CribsheetError, InputFileError
 from corpus.load import read_jsonl
 from corpus.models import Question
+from corpus.questions import shared_questions
 from corpus.retrieve import LanceRetriever, RetrievalMode
 from corpus.sentences import SentenceVectors
 from corpus.snapshot import read_spec
@@ -51,10 +52,7 @@ def refuse_judged(tune: list[Question], tune_path: Path, judged_path: Path) -> N
     """Refuse tune questions that are also questions of `judged_path` by content (normalised text), whatever
     the files are called: knobs chosen on the judged set would be judged on themselves.
     """
-    from corpus.text import normalize  # as the trained scorer's refusal keys a question
-
-    judged = {normalize(q.question) for _, q in read_jsonl(judged_path, Question)}
-    shared = [q for q in tune if normalize(q.question) in judged]
+    shared = shared_questions(tune, (q for _, q in read_jsonl(judged_path, Question)))
     if shared:
         raise InputFileError(
             tune_path,
@@ -124,8 +122,10 @@ def tune_pruning(
     the generator's tokenizer.
     """
     tick = progress or (lambda stage, done, total: None)
-    for judged in inputs.not_on:  # before counting: a judged file is refused whatever its size
-        refuse_judged([q for _, q in read_jsonl(inputs.questions_path, Question)], inputs.questions_path, judged)
+    if inputs.not_on:  # before counting: a judged file is refused whatever its size
+        every = [q for _, q in read_jsonl(inputs.questions_path, Question)]
+        for judged in inputs.not_on:
+            refuse_judged(every, inputs.questions_path, judged)
     questions = tune_questions(inputs.questions_path, inputs.limit, inputs.min_questions)
     if not read_spec(inputs.index_path).sentence_vectors:  # and a missing index is named as such
         raise missing_sentence_vectors("pruned-auto")

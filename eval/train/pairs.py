@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from corpus.errors import InputFileError
 from corpus.load import read_jsonl
 from corpus.models import Hit, Question
+from corpus.questions import shared_questions
 from corpus.retrieve import RetrievalMode, Retriever
 from corpus.sentences import SentenceVectors
 from corpus.text import normalize
@@ -150,8 +151,7 @@ def refuse_overlap(train: Sequence[Question], train_path: Path, held: Sequence[Q
     question text), whatever the files are called, and those that ask about a document a judged question asks
     about (by gold document id): a scorer must not be scored on what it learned.
     """
-    judged = {question_key(q.question) for q in held}
-    shared = [q for q in train if question_key(q.question) in judged]
+    shared = shared_questions(train, held)
     if shared:
         raise InputFileError(
             train_path,

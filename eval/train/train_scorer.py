@@ -19,6 +19,7 @@ from corpus.errors import CribsheetError
 from corpus.load import read_jsonl
 from corpus.models import Question
 from corpus.retrieve import LanceRetriever
+from corpus.runtime import installed_versions
 from corpus.sentences import SentenceVectors
 from corpus.snapshot import read_snapshot
 from corpus.weights import weights_fingerprint
@@ -251,15 +252,7 @@ def restore_interrupted_swap(out: Path) -> None:
 
 def library_versions() -> dict[str, str]:
     """The versions of the libraries that trained the weights (what reproduces them, with the card's knobs)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {}
-    for name in ("torch", "transformers", "sentence-transformers", "accelerate"):
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            continue
-    return found
+    return installed_versions(("torch", "transformers", "sentence-transformers", "accelerate"))
 
 
 def _none() -> RankingFigures:
