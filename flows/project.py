@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.errors import CribsheetError
 from corpus.sources import SourceConfig
-from eval.settings import CompressionSpec, GridConfig
+from eval.settings import CompressionSpec, GridConfig, SweepConfig
 
 PROJECT_FILE = "cribsheet.yaml"
 SIGNATURE = "# written by cribsheet init; sha256 of the lines above: "
@@ -54,9 +54,9 @@ class Project(BaseModel):
     embedder: str = "minilm-l6-v2"
     generator: dict[str, Any] = Field(default_factory=dict)
     """The generator's config (`name`, `model`, ...); empty: the bundled SmolLM2 on vLLM."""
-    probe_questions: int = Field(default=30, ge=0)
+    probe_questions: int = Field(default=SweepConfig.model_fields["probe_questions"].default, ge=0)
     """Questions whose latency every setting is timed on (the policy's `min_probes` needs as many)."""
-    probe_repeats: int = Field(default=3, ge=1)
+    probe_repeats: int = Field(default=SweepConfig.model_fields["probe_repeats"].default, ge=1)
     """Blocks per probe question: each times every setting once and each baseline twice (the A/A floor)."""
     sequential: list[str] | None = None
     """Candidates gated sequentially when the policy has a `sequential:` block (None: every candidate)."""
