@@ -33,7 +33,7 @@ from eval.gate.run import decision_row
 from eval.gate.sequential import SequentialLook, gate_looks, refuse_unbounded, sequential_decision
 from eval.gate.statistics import power_figures
 from eval.metrics import DIRECTIONS
-from eval.run.identity import file_sha256
+from eval.run.identity import run_identity
 from eval.run.runner import Progress
 from eval.run.sequential_request import SequentialGateRequest as SequentialGateRequest
 from eval.run.sequential_request import _batch_file as _batch_file
@@ -101,9 +101,10 @@ def run_sequential_gate(
     budget = min(plan.budget, len(pool))
     index = index_identity(request.sweep)
     config = request.sweep.model_copy(update={"grid": grid, "index_version": index.version, "limit": None})
-    sequence_id = _sequence_id(config, index, b, c, policy, plan, request.seed, pool[:budget])
-    if file_sha256(config.questions_path) != read_sha256:  # the identity hashed the file again: the same one?
+    run = run_identity(config, index)
+    if run.questions_sha256 != read_sha256:  # the identity hashed the file again: the same one?
         raise InputFileError(config.questions_path, "changed while the gate started; run again once it is written")
+    sequence_id = _sequence_id(config, run, b, c, policy, plan, request.seed, pool[:budget])
     store = store or DuckDBStore(config.store_path)
     rows = store.looks(sequence_id)
     stored = {look.look: look.run_id for look in rows}

@@ -8,19 +8,15 @@ import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.errors import CribsheetError
 from corpus.models import Question
 from eval.gate.policy import GatePolicy, GateRequest, SequentialPlan
-from eval.run.identity import run_identity
+from eval.run.identity import RunIdentity
 from eval.settings import CompressionSpec, GridConfig, Setting, SweepConfig
 from eval.store.schema import baseline_key
-
-if TYPE_CHECKING:
-    from corpus.retrieve import IndexIdentity
 
 
 class SequentialGateRequest(BaseModel):
@@ -99,7 +95,7 @@ def pair_grid(config: SweepConfig, baseline: str, candidate: str) -> tuple[GridC
 
 def _sequence_id(
     config: SweepConfig,
-    index: IndexIdentity,
+    run: RunIdentity,
     b: Setting,
     c: Setting,
     policy: GatePolicy,
@@ -107,11 +103,11 @@ def _sequence_id(
     seed: int,
     drawn: Sequence[Question],
 ) -> str:
-    """The gate's identity: the run identity of what it sweeps, the two settings, the policy, the plan and
-    the drawn questions in order.
+    """The gate's identity: the run identity of what it sweeps (`run`), the two settings, the policy, the plan
+    and the drawn questions in order.
     """
     payload = {
-        "run": run_identity(config, index).reuse_key,
+        "run": run.reuse_key,
         "baseline": config.setting_hash(b),
         "candidate": config.setting_hash(c),
         "policy": policy.sha256(),
