@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 
 from corpus.extract.base import SECTION_SEPARATOR
 from corpus.models import Document
-from corpus.questions import GeneratedQuestion, QuestionRules, generate_questions
+from corpus.questions import GeneratedQuestion, QuestionRules, document_questions, spread_by_kind, unambiguous
 from corpus.text import LIST_ITEM, content_words, normalize, sentence_spans, stem
 
 STRUCTURE_VERSION = "structure-3"
@@ -178,22 +178,16 @@ def structured_questions(
     docs: Iterable[Document], per_doc: int = 12, rules: QuestionRules | None = None
 ) -> list[GeneratedQuestion]:
     """Questions from the documents' structure (at most `per_doc` each, one of each kind before a second),
-    then the sentence rules for what structure does not cover; ordered by sha256 of the id.
+    then the sentence rules for what structure does not cover; ordered by sha256 of the id. One pass over
+    `docs`: each document is read once and let go, only the questions are held.
     """
-    docs = list(docs)
     kept: list[GeneratedQuestion] = []
+    sentences: list[GeneratedQuestion] = []
     for doc in docs:
-        by_kind: dict[str, list[GeneratedQuestion]] = {}
-        for q in sorted(_doc_questions(doc), key=lambda q: q.id):
-            by_kind.setdefault(q.kind, []).append(q)
-        picked: list[GeneratedQuestion] = []
-        while len(picked) < per_doc and any(by_kind.values()):
-            for kind in sorted(by_kind):
-                if by_kind[kind] and len(picked) < per_doc:
-                    picked.append(by_kind[kind].pop(0))
-        kept += picked
+        kept += spread_by_kind(_doc_questions(doc), per_doc)
+        sentences += document_questions(doc, rules)
     texts = Counter(normalize(q.question) for q in kept)
     unique = [q for q in kept if texts[normalize(q.question)] == 1]  # the same question from two documents
     seen = {normalize(q.question) for q in unique}
-    prose = [q for q in generate_questions(docs, rules) if normalize(q.question) not in seen]
+    prose = [q for q in unambiguous(sentences) if normalize(q.question) not in seen]
     return sorted([*unique, *prose], key=lambda q: hashlib.sha256(q.id.encode()).hexdigest())

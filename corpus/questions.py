@@ -181,24 +181,40 @@ def _doc_questions(doc: Document, rules: QuestionRules) -> Iterator[GeneratedQue
             )
 
 
-def generate_questions(docs: Iterable[Document], rules: QuestionRules | None = None) -> list[GeneratedQuestion]:
-    """Every question the rules keep over `docs`, ordered by sha256 of the id (a deterministic shuffle)."""
+def spread_by_kind(found: Iterable[GeneratedQuestion], per_doc: int) -> list[GeneratedQuestion]:
+    """At most `per_doc` of one document's questions, one of each kind before a second (each kind in id order)."""
+    by_kind: dict[str, list[GeneratedQuestion]] = {}
+    for q in sorted(found, key=lambda q: q.id):
+        by_kind.setdefault(q.kind, []).append(q)
+    picked: list[GeneratedQuestion] = []
+    while len(picked) < per_doc and any(by_kind.values()):
+        for kind in sorted(by_kind):
+            if by_kind[kind] and len(picked) < per_doc:
+                picked.append(by_kind[kind].pop(0))
+    return picked
+
+
+def document_questions(doc: Document, rules: QuestionRules | None = None) -> list[GeneratedQuestion]:
+    """The questions the rules keep from one document, before the corpus-wide ambiguity filter
+    (`unambiguous`): a caller streaming a corpus holds these, never the documents.
+    """
     rules = rules or QuestionRules()
-    kept: list[GeneratedQuestion] = []
-    for doc in docs:
-        found = sorted(_doc_questions(doc, rules), key=lambda q: q.id)
-        by_kind: dict[str, list[GeneratedQuestion]] = {}
-        for q in found:
-            by_kind.setdefault(q.kind, []).append(q)
-        picked: list[GeneratedQuestion] = []
-        while len(picked) < rules.per_doc and any(by_kind.values()):  # one of each kind before a second
-            for kind in sorted(by_kind):
-                if by_kind[kind] and len(picked) < rules.per_doc:
-                    picked.append(by_kind[kind].pop(0))
-        kept += picked
+    return spread_by_kind(_doc_questions(doc, rules), rules.per_doc)
+
+
+def unambiguous(kept: Iterable[GeneratedQuestion]) -> list[GeneratedQuestion]:
+    """The questions no other document also yields (by normalised text), ordered by sha256 of the id."""
+    kept = list(kept)
     texts = Counter(normalize(q.question) for q in kept)
     unique = {q.id: q for q in kept if texts[normalize(q.question)] == 1}  # same text from two docs: ambiguous
     return sorted(unique.values(), key=lambda q: hashlib.sha256(q.id.encode()).hexdigest())
+
+
+def generate_questions(docs: Iterable[Document], rules: QuestionRules | None = None) -> list[GeneratedQuestion]:
+    """Every question the rules keep over `docs`, ordered by sha256 of the id (a deterministic shuffle); the
+    documents are streamed, one at a time.
+    """
+    return unambiguous(q for doc in docs for q in document_questions(doc, rules))
 
 
 def take(questions: Sequence[Q], n: int | None, source: str) -> list[Q]:

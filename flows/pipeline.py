@@ -227,79 +227,49 @@ class ProjectResult:
 
 @task(name="project-questions", cache_policy=NO_CACHE)
 def project_questions_task(project: Project) -> Path:
-    """The project's question file: its own, or questions generated from the corpus's structure (written
-    only when they changed, so an unchanged corpus keeps the same file and the sweep reuses its settings).
+    """The project's question file: its own, or questions generated from the corpus's structure once and
+    reused (the corpus not read again) until the synced index's corpus digest or the request changes.
     """
-    import json
-
-    from corpus.doc_questions import structured_questions
-    from corpus.questions import QuestionRules, take
+    from corpus.snapshot import latest_snapshot
+    from flows.project_questions import generated_questions
 
     if project.questions.path is not None:
-        if not project.questions.path.is_file():
-            raise CribsheetError(f"{project.questions.path}: question file not found (questions.path)")
-        return Path(project.questions.path)
-    docs = list(iter_documents(project.corpus, SkipLog()))
-    found = structured_questions(docs, 12, QuestionRules(per_doc=2))
-    if not found:
-        raise CribsheetError(f"{project.corpus.path}: no question could be written from this corpus; give a file")
-    # A small tree supports fewer questions than asked for: all of them, and the line below says how many.
-    picked = take(found, min(project.questions.generate, len(found)), "corpus")
-    out = project.workdir / "questions.jsonl"
-    text = "".join(json.dumps(q.model_dump(mode="json"), sort_keys=True) + "\n" for q in picked)
-    if not out.exists() or out.read_text() != text:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(out)
-    print(f"questions: {len(picked)} generated from {len(docs)} documents -> {out}")
-    return out
+        return Path(project.questions.path)  # read through before anything was indexed (`check_inputs`)
+    snapshot = latest_snapshot(project.index_path)
+    made = generated_questions(project, snapshot.corpus_sha256 if snapshot is not None else None)
+    print(made.line())
+    return made.path
 
 
 @flow(name="cribsheet-run", log_prints=True)
 def project_flow(project_file: Path) -> ProjectResult:
-    """Everything a project file says: sync the index, generate the questions unless given, sweep (reusing
-    what is unchanged), gate every compressed setting against its uncompressed twin (sequentially too when
-    the policy has a `sequential:` block), write the report.
+    """Everything a project file says: check everything it will read (the policy, the models, the setting
+    names, the corpus and question file) before any work, sync the index, generate the questions unless
+    given, sweep (reusing what is unchanged), gate every compressed setting against its uncompressed twin
+    (sequentially too when the policy has a `sequential:` block), write the report.
     """
-    from eval.gate import GatePolicy
+    from flows.project_checks import check_inputs, check_settings
 
     project = Project.load(project_file)
-    names = {s.name for s in project.grid.expand()}
-    for field_name in ("sequential", "candidates"):
-        unknown = sorted(set(getattr(project, field_name) or []) - names)
-        if unknown:
-            raise CribsheetError(f"{project_file}: {field_name}: {', '.join(unknown)} is no setting of the grid")
+    policy = check_settings(project, project_file)
     if project.dataset is not None:
         build_dataset_task(project.dataset)
-    index_path = project.workdir / "index.lancedb"
+    check_inputs(project, project_file)
     index_task(
         IndexConfig(
             source=project.corpus,
-            index_path=index_path,
+            index_path=project.index_path,
             embedder=project.embedder,
             options=IndexOptions(sentence_vectors=True),
         )
     )
     questions = project_questions_task(project)
-    config = SweepConfig.model_validate(
-        {
-            "index_path": index_path,
-            "questions_path": questions,
-            "store_path": project.workdir / "results.duckdb",
-            "embedder": project.embedder,
-            "grid": project.grid.model_dump(),
-            "limit": project.questions.limit,
-            "probe_questions": project.probe_questions,
-            "probe_repeats": project.probe_repeats,
-            **({"generator": project.generator} if project.generator else {}),
-        }
-    )
+    config = project.sweep_config(questions)
     result = sweep_task(config)
     publish_leaderboard(result)
     decisions = gate_each_task(config.store_path, result.run_id, project.policy)
     sequential: list[GateDecision] = []
-    if GatePolicy.load(project.policy).sequential is not None:
+    if policy.sequential is not None:
         # The sequential gate goes on past the sweep's `limit`, batch by batch over the whole question file.
         every = config.model_copy(update={"limit": None})
         wanted = project.sequential

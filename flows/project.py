@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import json
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,24 @@ from eval.settings import CompressionSpec, GridConfig, SweepConfig
 PROJECT_FILE = "cribsheet.yaml"
 SIGNATURE = "# written by cribsheet init; sha256 of the lines above: "
 """The last line of a file `init` wrote: an edit changes the lines above it, so `init` refuses to overwrite."""
+
+
+DEFAULT_POLICY = Path("default")
+"""What a project's `policy:` says to mean the release policy that ships with cribsheet."""
+
+
+def packaged_policy(name: str = "gate.yaml") -> Path:
+    """A policy that ships with cribsheet: the repository's `policies/`, installed as the package
+    `cribsheet_policies` (so a project file finds it from any folder, a wheel install too).
+    """
+    from importlib.resources import files
+
+    try:
+        return Path(str(files("cribsheet_policies") / name))
+    except ModuleNotFoundError:
+        raise CribsheetError(
+            "the packaged gate policies (cribsheet_policies) are not installed: reinstall cribsheet (make install)"
+        ) from None
 
 
 class QuestionsPlan(BaseModel):
@@ -47,13 +66,16 @@ class Project(BaseModel):
     the demo's project files point their corpus and questions into it. None for your own corpus."""
     questions: QuestionsPlan = Field(default_factory=QuestionsPlan)
     grid: GridConfig = Field(default_factory=lambda: default_grid())
-    policy: Path = Path("policies/gate.yaml")
-    """Gate policy; its `sequential:` block, when present, gates each candidate sequentially too."""
+    policy: Path = DEFAULT_POLICY
+    """Gate policy: `default`, the release policy that ships with cribsheet (`policies/gate.yaml`), or a YAML
+    file; its `sequential:` block, when present, gates each candidate sequentially too."""
     workdir: Path = Path("runs/project")
     """Index, results store, questions and report go here."""
     embedder: str = "minilm-l6-v2"
     generator: dict[str, Any] = Field(default_factory=dict)
-    """The generator's config (`name`, `model`, ...); empty: the bundled SmolLM2 on vLLM."""
+    """The generator's config (`name`, `model`, ...); empty: the bundled SmolLM2 on vLLM. A `model` written as
+    a path (starting with `/`, `./`, `../` or `~`) is a folder relative to this file; any other is a hub id,
+    read from the local Hugging Face cache."""
     probe_questions: int = Field(default=SweepConfig.model_fields["probe_questions"].default, ge=0)
     """Questions whose latency every setting is timed on (the policy's `min_probes` needs as many)."""
     probe_repeats: int = Field(default=SweepConfig.model_fields["probe_repeats"].default, ge=1)
@@ -66,14 +88,16 @@ class Project(BaseModel):
 
     @classmethod
     def load(cls, path: Path) -> Project:
-        """The project file at `path`, its paths resolved against its folder; errors name the file and field."""
+        """The project file at `path`, every path resolved against its folder (whatever the working folder and
+        whether the file exists yet) and `policy: default` to the packaged policy; errors name the file and field.
+        """
         from flows.config import load_config
 
         project = load_config(cls, Path(path), {})
         base = Path(path).resolve().parent
 
         def here(p: Path) -> Path:
-            return p if p.is_absolute() else Path(os.path.normpath(base / p))
+            return Path(os.path.normpath(base / p.expanduser()))  # an absolute `p` stays itself
 
         questions = project.questions.model_copy(
             update={"path": here(project.questions.path) if project.questions.path else None}
@@ -83,10 +107,43 @@ class Project(BaseModel):
                 "corpus": project.corpus.model_copy(update={"path": here(project.corpus.path)}),
                 "dataset": here(project.dataset) if project.dataset else None,
                 "questions": questions,
-                "policy": here(project.policy) if (base / project.policy).exists() else project.policy,
+                "policy": packaged_policy() if project.policy == DEFAULT_POLICY else here(project.policy),
                 "workdir": here(project.workdir),
+                "generator": project.generator | _model_here(project.generator.get("model"), here),
             }
         )
+
+    @property
+    def index_path(self) -> Path:
+        """The LanceDB index `run` syncs the corpus into."""
+        return self.workdir / "index.lancedb"
+
+    def sweep_config(self, questions: Path) -> SweepConfig:
+        """The sweep `run` runs over the question file `questions`: the project's grid, models and latency
+        phase, its index and results store in the workdir.
+        """
+        return SweepConfig.model_validate(
+            {
+                "index_path": self.index_path,
+                "questions_path": questions,
+                "store_path": self.workdir / "results.duckdb",
+                "embedder": self.embedder,
+                "grid": self.grid.model_dump(),
+                "limit": self.questions.limit,
+                "probe_questions": self.probe_questions,
+                "probe_repeats": self.probe_repeats,
+                **({"generator": self.generator} if self.generator else {}),
+            }
+        )
+
+
+def _model_here(model: object, here: Callable[[Path], Path]) -> dict[str, str]:
+    """`{"model": folder}` when a generator's `model` is written as a path (resolved by `here`), else nothing:
+    a hub id ("org/name") never starts with `/`, `./`, `../` or `~`.
+    """
+    if isinstance(model, str) and model.startswith(("/", "./", "../", "~")):
+        return {"model": str(here(Path(model)))}
+    return {}
 
 
 def default_grid() -> GridConfig:
@@ -163,6 +220,8 @@ def render(corpus: Path, found_here: Detected, questions: Path | None, out: Path
     ext_lines = "".join(f"    {k}: {v}\n" for k, v in found_here.extensions.items()) or "    {}\n"
     exclude = "[" + ", ".join(f'"{e}"' for e in found_here.exclude) + "]"
     q = f"  path: {_relative(questions, out.parent)}\n" if questions else "  path: null\n"
+    generate, probes = QuestionsPlan().generate, Project.model_fields["probe_questions"].default
+    grid = _grid_yaml(default_grid())
     body = f"""# cribsheet project: `cribsheet run {out.name}` indexes the corpus, generates or reads the questions,
 # sweeps the grid, times every setting's latency back to back, gates each compressed setting against its
 # uncompressed twin and writes the report. Paths are relative to this file. Found: {found}.
@@ -171,24 +230,44 @@ corpus:
   extensions:              # file suffix -> reader, over the defaults (.txt as reStructuredText for Sphinx)
 {ext_lines}  exclude: {exclude}        # files not read (fnmatch); a built Sphinx tree's _sources/ copy of its pages
 questions:
-{q}  generate: 300            # with no path: questions written from the corpus's structure (FAQ headings, API
+{q}  generate: {generate}            # with no path: questions written from the corpus's structure (FAQ headings, API
                            # definitions, section leads), each with the sentence that answers it
 grid:                      # what is compared: every compression at every top-k unless it names its own
-  top_ks: [3, 8]
-  compressions:
-    - {{compressor: none}}                     # the baseline each candidate is gated against
-    - {{compressor: pruned, target_ratio: 4}}  # query-aware unit selection on index-time vectors
-    - {{compressor: pruned-auto, target_ratio: 8}}  # pruned, budget by relevance (8x at most)
-    - {{compressor: llmlingua, target_ratio: 4, top_ks: [3]}}   # query-agnostic LLMLingua
-policy: policies/gate.yaml # margins, confidence, the latency rule; a `sequential:` block gates sequentially too
+{grid}policy: {DEFAULT_POLICY}            # the release policy cribsheet ships (margins, confidence, the latency rule);
+                           # your own: a YAML file (start from a copy of cribsheet's policies/gate.yaml),
+                           # relative to this file; a `sequential:` block in it gates sequentially too
 candidates: null           # the settings you mean to ship, e.g. [pruned-4x-k8-hybrid-dense]: a FAIL of one of
                            # them exits 1, others are reported (null: every candidate)
 workdir: runs/{name}       # index, results store (results.duckdb), questions and report go here
 embedder: minilm-l6-v2     # the bundled all-MiniLM-L6-v2
 generator: {{}}              # empty: the bundled SmolLM2-135M on vLLM; e.g. {{name: vllm, model: /models/qwen}}
-probe_questions: 30        # questions every setting's latency is timed on (the policy's min_probes)
+probe_questions: {probes}        # questions every setting's latency is timed on (the policy's min_probes)
 """
     return body + SIGNATURE + hashlib.sha256(body.encode()).hexdigest() + "\n"
+
+
+_COMPRESSION_NOTES = {
+    "none": "the baseline each candidate is gated against",
+    "pruned": "query-aware unit selection on index-time vectors",
+    "pruned-auto": "pruned, budget by relevance (at most its ratio)",
+    "llmlingua": "query-agnostic LLMLingua",
+}
+
+
+def _grid_yaml(grid: GridConfig) -> str:
+    """`grid`'s lines of the project file: its top-ks, then one commented flow mapping per compression."""
+    specs = []
+    for c in grid.compressions:
+        fields = [f"compressor: {c.compressor}"]
+        fields += [f"target_ratio: {c.target_ratio:g}"] if c.target_ratio != 1.0 else []
+        fields += [f"top_ks: {json.dumps(c.top_ks)}"] if c.top_ks is not None else []
+        specs.append("{" + ", ".join(fields) + "}")
+    width = max(len(spec) for spec in specs)
+    lines = [f"  top_ks: {json.dumps(grid.top_ks)}", "  compressions:"]
+    for spec, c in zip(specs, grid.compressions, strict=True):
+        note = _COMPRESSION_NOTES.get(c.compressor)
+        lines.append(f"    - {spec:<{width}}  # {note}" if note else f"    - {spec}")
+    return "".join(line + "\n" for line in lines)
 
 
 def _relative(path: Path, base: Path) -> str:

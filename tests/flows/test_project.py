@@ -33,7 +33,7 @@ def test_init_detects_the_tree_writes_a_commented_project_file_and_keeps_an_edit
     assert "found in" in result.output and "3 .md" in result.output
     text = project.read_text()
     raw = yaml.safe_load(text)
-    assert raw["corpus"]["path"] == "docs" and raw["questions"]["path"] is None
+    assert raw["corpus"]["path"] == "docs" and raw["questions"]["path"] is None and raw["policy"] == "default"
     assert {c["compressor"] for c in raw["grid"]["compressions"]} == {"none", "pruned", "pruned-auto", "llmlingua"}
     assert text.count("#") > 15  # every field commented
     again = runner.invoke(app, ["init", str(tree), "--out", str(project)])  # unedited: written again
@@ -105,6 +105,7 @@ def test_the_grid_init_writes_expands_into_valid_settings(tmp_path: Path) -> Non
     result = CliRunner().invoke(app, ["init", str(TREE), "--out", str(tmp_path / "p.yaml")])
     assert result.exit_code == 0, result.output
     written = GridConfig.model_validate(yaml.safe_load((tmp_path / "p.yaml").read_text())["grid"])
+    assert written == default_grid()  # the file is written from the one default grid, not a copy of it
     for grid in (written, default_grid()):
         settings = grid.expand()
         assert len(settings) == 7 and {s.compressor for s in settings} == {"none", "pruned", "pruned-auto", "llmlingua"}
@@ -151,9 +152,11 @@ def test_the_demos_project_files_agree_with_their_policy_so_a_demo_decision_can_
     flow: each file's grid, questions and latency phase must be ones its gate policy can decide on."""
     from eval.gate import GatePolicy
     from flows.project import Project
+    from flows.project_checks import check_settings
 
     project = Project.load(ROOT / "configs" / name)
     policy = GatePolicy.load(project.policy)
+    assert check_settings(project, ROOT / "configs" / name) == policy  # what `run` checks before it works
     assert {(s.compressor, s.top_k) for s in project.grid.expand()} == settings
     assert policy.latency is not None and project.probe_questions >= policy.latency.min_probes
     assert (project.questions.limit or 85) >= policy.min_questions
@@ -162,6 +165,67 @@ def test_the_demos_project_files_agree_with_their_policy_so_a_demo_decision_can_
     assert project.sequential and set(project.sequential) <= names
     assert project.dataset == ROOT / "datasets" and project.corpus.path.parent == project.dataset
     assert project.workdir == ROOT / "runs" / "demo"
+
+
+def test_init_then_run_from_a_folder_that_is_not_the_checkout_and_the_questions_are_generated_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`init` names the policy that ships with cribsheet (`policy: default`), so `run` finds it from any
+    folder; a second `run` reuses the generated questions without reading the corpus for them."""
+    import flows.project_questions
+    from corpus.sources import iter_documents
+
+    reads: list[str] = []
+
+    def counting(*args: object) -> object:
+        for doc in iter_documents(*args):  # type: ignore[arg-type]
+            reads.append(doc.id)
+            yield doc
+
+    monkeypatch.setattr(flows.project_questions, "iter_documents", counting)
+    home = tmp_path / "proj"
+    home.mkdir()
+    monkeypatch.chdir(home)  # not the checkout: no policies/ folder here
+    tree = shutil.copytree(TREE, tmp_path / "docs")
+    runner = CliRunner()
+    assert runner.invoke(app, ["init", str(tree)]).exit_code == 0
+    raw = yaml.safe_load(Path("cribsheet.yaml").read_text())
+    assert raw["policy"] == "default"
+    raw |= {
+        "embedder": "hash", "generator": {"name": "fake"}, "probe_questions": 2, "probe_repeats": 1,
+        "grid": {"top_ks": [2], "compressions": [{"compressor": "none"}, {"compressor": "halving", "target_ratio": 2}]},
+    }  # fmt: skip
+    Path("cribsheet.yaml").write_text(yaml.safe_dump(raw))
+    for expected_reads in (3, 0):
+        reads.clear()
+        result = runner.invoke(app, ["run", "cribsheet.yaml"])
+        assert result.exit_code in (0, 1, 2) and "error:" not in result.output, result.output
+        assert f"({ROOT / 'policies' / 'gate.yaml'})" in result.output  # the packaged policy gated them
+        assert "halving-2x-k2-hybrid-dense vs none-k2-hybrid-dense:" in result.output and "report:" in result.output
+        assert len(reads) == expected_reads, result.output
+    assert len((home / "runs" / "docs" / "questions.jsonl").read_text().splitlines()) == 5
+
+
+def test_the_default_policy_ships_with_the_package_and_every_package_is_in_the_wheel() -> None:
+    """pyproject lists every package (a wheel holds only those) and installs `policies/` as
+    `cribsheet_policies`: `policy: default` is the repository's policies/gate.yaml, one file, found from any
+    folder; configs and docs that name policies/gate.yaml name the same file."""
+    import tomllib
+
+    from eval.gate import GatePolicy
+    from flows.project import packaged_policy
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for top in ("corpus", "eval", "flows")
+        for init in (ROOT / top).rglob("__init__.py")
+    }
+    assert set(setuptools["packages"]) == found | {"cribsheet_policies"}
+    assert setuptools["package-dir"] == {"cribsheet_policies": "policies"}
+    assert setuptools["package-data"] == {"cribsheet_policies": ["*.yaml"]}
+    assert packaged_policy().read_bytes() == (ROOT / "policies" / "gate.yaml").read_bytes()
+    assert GatePolicy.load(packaged_policy()) == GatePolicy.load(ROOT / "policies" / "gate.yaml")
 
 
 @pytest.mark.parametrize(("flags", "name"), [([], "demo-project.yaml"), (["--full"], "demo-full-project.yaml")])
