@@ -207,31 +207,38 @@ def export(
 def reclaim(
     index_path: Annotated[Path, typer.Option("--index", help="LanceDB index folder.")],
     store: Annotated[
-        list[Path], typer.Option(help="Results store whose runs' snapshots are kept; repeat (none: only the latest).")
+        list[Path], typer.Option(help="Results store whose runs' snapshots are kept; repeat for every store.")
     ] = [],  # noqa: B006
     keep_last: Annotated[int, typer.Option(help="The latest snapshots kept whatever the stores name.")] = 1,
+    keep_only_latest: Annotated[
+        bool, typer.Option(help="Name no store: keep only the latest --keep-last snapshots (and readers' leases).")
+    ] = False,
 ) -> None:
     """Remove the index builds older than what any stored run needs (chunk versions and side tables together)."""
     from corpus.reclaim import reclaim_index
     from eval.store import DuckDBStore
 
+    if not store and not keep_only_latest:
+        fail(
+            "no --store named: name every results store whose runs read this index (repeat --store), "
+            "or pass --keep-only-latest to keep only the latest --keep-last snapshots"
+        )
+    if store and keep_only_latest:
+        fail("--keep-only-latest keeps no stored run's snapshot; give it or --store, not both")
     try:
-        keep: set[int] = set()
-        for path in store:
-            if not path.exists():
-                raise CribsheetError(f"{path}: no results store here")
-            keep |= DuckDBStore(path, read_only=True).index_versions(index_path)
-        rep = reclaim_index(index_path, keep, keep_last)
+        stores = [DuckDBStore(path, read_only=True) for path in store]  # a missing one is named before any lock
+        rep = reclaim_index(index_path, lambda: [pin for s in stores for pin in s.index_pins()], keep_last)
     except CribsheetError as exc:
         fail(str(exc))
-    if not store:
-        out.print("no --store named: only the latest snapshots are kept", highlight=False)
-    if rep.unknown_versions:
-        out.print(f"runs name versions that are no committed snapshot here: {rep.unknown_versions}", highlight=False)
+    for line in rep.unknown_claims:
+        out.print(f"names no whole committed snapshot here (nothing kept for it): {line}", highlight=False)
+    for lease in rep.stale_leases:
+        out.print(f"removed the lease of a reader that is gone: {lease}", highlight=False)
     trimmed = sum(rep.trimmed_tables.values())
     out.print(
-        f"kept snapshots {rep.kept_snapshots}; removed {len(rep.removed_versions)} chunk versions, "
-        f"{len(rep.dropped_tables)} side tables and {trimmed} side-table versions",
+        f"kept snapshots {rep.kept_snapshots} (claimed {rep.claimed_snapshots}); removed "
+        f"{len(rep.removed_versions)} chunk versions, {len(rep.dropped_tables)} side tables and {trimmed} "
+        "side-table versions",
         highlight=False,
     )
     show_path(index_path)

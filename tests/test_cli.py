@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from corpus.errors import CribsheetError
 
 CLI = [sys.executable, "-m", "flows.cli"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -267,30 +271,83 @@ def test_gate_until_decided_sweeps_batches_prints_the_decision_and_exits_with_it
     assert list(tmp_path.glob("logs/gate-*.log"))  # the engines' output went to a log, not the terminal
 
 
-def test_reclaim_keeps_the_snapshots_a_store_names(tmp_path: Path) -> None:
-    """`cribsheet reclaim` keeps the snapshot a stored run read (here: the first of three) and the latest;
-    without a store it says it keeps only the latest; a store that is not there is a one-line error."""
+def _nightly_index(index: Path, nights: int, apart: tuple[int, ...] = (1,)) -> list[Any]:
+    """An index synced on `nights` nights (one document changed each), with each night's snapshot; the nights
+    in `apart` start past reclaim's margin after the one before (LanceDB removes by age)."""
     from corpus.chunk import SentenceChunker
     from corpus.index import sync_index
     from corpus.models import Document
+    from corpus.reclaim import MARGIN
+    from corpus.snapshot import read_snapshot
+    from tests.fakes import HashEmbedder
+
+    snapshots = []
+    for night in range(nights):
+        if night in apart:
+            time.sleep(MARGIN.total_seconds() + 0.5)
+        docs = [Document(id=f"d{i}", title="T", text=f"Doc {i} on night {night if i == 0 else 0}.") for i in range(4)]
+        sync_index(docs, SentenceChunker(), HashEmbedder(), index)
+        snapshots.append(read_snapshot(index))
+    return snapshots
+
+
+def test_reclaim_keeps_the_snapshots_a_store_names(tmp_path: Path) -> None:
+    """`cribsheet reclaim` keeps the snapshot a stored run read (here: the second of four) and those after it;
+    without a store it refuses unless told `--keep-only-latest`; a store that is not there is a one-line error."""
     from corpus.snapshot import read_snapshot
     from eval.store import DuckDBStore
-    from tests.fakes import HashEmbedder
     from tests.helpers import run_row
 
     index = tmp_path / "idx.lancedb"
-    versions = []
-    for night in range(3):
-        docs = [Document(id=f"d{i}", title="T", text=f"Doc {i} on night {night if i == 0 else 0}.") for i in range(4)]
-        sync_index(docs, SentenceChunker(), HashEmbedder(), index)
-        versions.append(read_snapshot(index).chunk_version)
+    snaps = _nightly_index(index, 4)
+    versions = [s.chunk_version for s in snaps]
     store = tmp_path / "r.duckdb"
-    DuckDBStore(store).start_run(run_row(index_path=str(index), index_version=versions[0]))
+    DuckDBStore(store).start_run(
+        run_row(index_path=str(index), index_version=versions[1], index_sha256=snaps[1].index_sha256,
+                index_build_id=snaps[1].build_id)
+    )  # fmt: skip
     proc = run("reclaim", "--index", str(index), "--store", str(store), tmp=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert f"kept snapshots [{versions[0]}, {versions[2]}]" in proc.stdout
-    assert read_snapshot(index, versions[0]).chunk_version == versions[0]
+    assert f"kept snapshots {versions[1:]} (claimed {versions[1:2]})" in proc.stdout
+    assert read_snapshot(index, versions[1]) == snaps[1]
+    with pytest.raises(CribsheetError, match=f"chunk version {versions[0]} .* was reclaimed"):
+        read_snapshot(index, versions[0])
     proc = run("reclaim", "--index", str(index), tmp=tmp_path)
-    assert proc.returncode == 0 and "no --store named" in proc.stdout, proc.stderr
+    assert proc.returncode == 2 and "no --store named" in proc.stderr and "--keep-only-latest" in proc.stderr
+    assert read_snapshot(index, versions[1]) == snaps[1]  # refused before anything was removed
+    proc = run("reclaim", "--index", str(index), "--store", str(store), "--keep-only-latest", tmp=tmp_path)
+    assert proc.returncode == 2 and "not both" in proc.stderr, proc.stderr
     proc = run("reclaim", "--index", str(index), "--store", str(tmp_path / "none.duckdb"), tmp=tmp_path)
     assert proc.returncode == 2 and "none.duckdb: no results store here" in proc.stderr
+    proc = run("reclaim", "--index", str(index), "--keep-only-latest", tmp=tmp_path)
+    assert proc.returncode == 0 and f"kept snapshots [{versions[-1]}]" in proc.stdout, proc.stderr
+
+
+def test_reclaim_keeps_the_snapshot_of_a_run_stored_from_another_folder(tmp_path: Path) -> None:
+    """A run started in `proj/` stores its index path as the config wrote it, relative (`runs/idx.lancedb`);
+    a reclaim run from elsewhere, naming the index by its absolute path, still keeps that run's snapshot: runs
+    are matched on the index's build id and digest. A store from before those columns is matched on its path,
+    resolved against the store's folder too."""
+    from corpus.snapshot import read_snapshot
+    from eval.store import DuckDBStore
+    from tests.helpers import run_row
+
+    index = tmp_path / "proj" / "runs" / "idx.lancedb"
+    snaps = _nightly_index(index, 4, apart=(1, 2))  # the run's snapshot is older than the latest by the margin
+    store = tmp_path / "proj" / "results.duckdb"
+    snap = snaps[1]
+    DuckDBStore(store).start_run(
+        run_row(index_path="runs/idx.lancedb", index_version=snap.chunk_version, index_sha256=snap.index_sha256,
+                index_build_id=snap.build_id)
+    )  # fmt: skip
+    legacy = tmp_path / "proj" / "old.duckdb"
+    DuckDBStore(legacy).start_run(run_row(index_path="runs/idx.lancedb", index_version=snaps[2].chunk_version))
+    assert Path.cwd() != tmp_path / "proj"  # the CLI runs from the repository, not from proj/
+
+    proc = run("reclaim", "--index", str(index), "--store", str(store), "--store", str(legacy), tmp=tmp_path)
+
+    assert proc.returncode == 0, proc.stderr
+    assert read_snapshot(index, snap.chunk_version) == snap
+    assert f"(claimed {[snap.chunk_version, snaps[2].chunk_version]})" in proc.stdout
+    with pytest.raises(CribsheetError, match=f"chunk version {snaps[0].chunk_version} .* was reclaimed"):
+        read_snapshot(index, snaps[0].chunk_version)

@@ -12,6 +12,7 @@ from typing import Any
 
 from corpus.embed import EMBEDDERS, Embedder
 from corpus.errors import CribsheetError, InputFileError
+from corpus.lease import reader_lease
 from corpus.load import read_jsonl
 from corpus.models import Question
 from corpus.questions import shared_questions
@@ -132,23 +133,24 @@ def tune_pruning(
     embedder = embedder or EMBEDDERS.build(EMBEDDERS.spec(inputs.embedder), None)
     count = count or token_counter(inputs.generator_model)
     prompt = prompt or prompt_counter(inputs.generator_model)
-    retriever = LanceRetriever(inputs.index_path, embedder, inputs.index_version)
-    stored = SentenceVectors(inputs.index_path, retriever.version)  # the snapshot the chunks come from
-    reranker = RERANKERS.build(RERANKERS.spec(inputs.reranker), RerankerDeps(embedder=embedder, scorer=None))
-    contexts: list[TuneContext] = []
-    for n, q in enumerate(questions, start=1):
-        hits = reranker.rerank(q.question, retriever.retrieve(q.question, inputs.retrieve_n, inputs.retrieval))
-        top = hits[: inputs.top_k]
-        contexts.append(TuneContext(q.question, q.answers, [h.heading for h in top], [h.text for h in top]))
-        tick("retrieve and rerank tune questions", n, len(questions))
+    with reader_lease(inputs.index_path, inputs.index_version) as snapshot:  # no run row: reclaim keeps it by this
+        retriever = LanceRetriever(inputs.index_path, embedder, snapshot.chunk_version)
+        stored = SentenceVectors(inputs.index_path, retriever.version)  # the snapshot the chunks come from
+        reranker = RERANKERS.build(RERANKERS.spec(inputs.reranker), RerankerDeps(embedder=embedder, scorer=None))
+        contexts: list[TuneContext] = []
+        for n, q in enumerate(questions, start=1):
+            hits = reranker.rerank(q.question, retriever.retrieve(q.question, inputs.retrieve_n, inputs.retrieval))
+            top = hits[: inputs.top_k]
+            contexts.append(TuneContext(q.question, q.answers, [h.heading for h in top], [h.text for h in top]))
+            tick("retrieve and rerank tune questions", n, len(questions))
 
-    def advance(done: int, total: int) -> None:
-        tick("pruned-auto settings", done, total)
+        def advance(done: int, total: int) -> None:
+            tick("pruned-auto settings", done, total)
 
-    def make(config: AutoPrunedConfig) -> AutoPrunedCompressor:
-        return AutoPrunedCompressor(count, embedder, stored, config)
+        def make(config: AutoPrunedConfig) -> AutoPrunedCompressor:
+            return AutoPrunedCompressor(count, embedder, stored, config)
 
-    try:
-        return tune_pruned_auto(make, contexts, base, ratio, max_loss, advance=advance, prompt=prompt)
-    except ValueError as exc:
-        raise CribsheetError(str(exc)) from exc
+        try:
+            return tune_pruned_auto(make, contexts, base, ratio, max_loss, advance=advance, prompt=prompt)
+        except ValueError as exc:
+            raise CribsheetError(str(exc)) from exc

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from corpus.errors import CribsheetError
+from corpus.lease import IndexPin
 from eval.store.latency import LatencyStore
 from eval.store.lifecycle import Owner, Record, RunLifecycle, check_owner, drop_setting
 from eval.store.rows import ClaimRow, GateDecisionRow, GateLookRow, QuestionRow, RunRow, SampleRow, SettingRow
@@ -253,17 +254,14 @@ class DuckDBStore(RunLifecycle, LatencyStore):
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
-    def index_versions(self, index_path: Path) -> set[int]:
-        """Chunk versions of the index at `index_path` that a stored run names (the snapshots a reclaim keeps);
-        a run's path is matched as written and resolved.
-        """
-        wanted = {str(index_path), str(Path(index_path).resolve())}
-        rows = self.query("SELECT DISTINCT index_path, index_version FROM runs WHERE index_version IS NOT NULL")
-        return {
-            int(r["index_version"])
-            for r in rows
-            if r["index_path"] in wanted or str(Path(r["index_path"]).resolve()) in wanted
-        }
+    def index_pins(self) -> list[IndexPin]:
+        """The index snapshot each stored run read, as a claim `cribsheet reclaim` keeps (`IndexPin.of_run`)."""
+        names = self.query("SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs'")
+        have = {r["column_name"] for r in names}  # a store from before identities is read, not migrated
+        ident = ", ".join(c if c in have else f"NULL AS {c}" for c in ("index_build_id", "index_sha256"))
+        rows = self.query(f"SELECT run_id, index_path, index_version, {ident} FROM runs")
+        named = [r for r in rows if r["index_version"] is not None or r["index_sha256"] is not None]
+        return [IndexPin.of_run(f"{self.path}: run {r['run_id']}", r, self.path.parent) for r in named]
 
     def latest_run(self) -> str | None:
         """Id of the most recently started run that stored a sample (a run that failed before its first

@@ -16,12 +16,12 @@ from pathlib import Path
 
 from corpus.embed import EMBEDDERS, Embedder
 from corpus.errors import CribsheetError
+from corpus.lease import reader_lease
 from corpus.load import read_jsonl
 from corpus.models import Question
 from corpus.retrieve import LanceRetriever
 from corpus.runtime import installed_versions
 from corpus.sentences import SentenceVectors
-from corpus.snapshot import read_snapshot
 from corpus.weights import weights_fingerprint
 from eval.compress.identity import code_version
 from eval.train.card import CARD_JSON, RankingFigures, ScorerCard, ranking_figures
@@ -171,15 +171,16 @@ def train_scorer(
     restore_interrupted_swap(inputs.out)
     check_out_folder(inputs.out)
     embedder = embedder or EMBEDDERS.build(EMBEDDERS.spec(inputs.embedder), None)
-    retriever = LanceRetriever(inputs.index_path, embedder, inputs.index_version)
-    stored = SentenceVectors(inputs.index_path, retriever.version)
-    if not stored.available:
-        raise CribsheetError(
-            f"{inputs.index_path}: no sentence vectors (units) in this index; rebuild it with "
-            "`cribsheet index --sentence-vectors`"
-        )
-    index_sha256 = read_snapshot(inputs.index_path, retriever.version).index_sha256
-    pairs, meta = labelled_pairs(inputs, questions, retriever, stored, rules, index_sha256, tick)
+    with reader_lease(inputs.index_path, inputs.index_version) as snapshot:  # no run row: reclaim keeps it by this
+        retriever = LanceRetriever(inputs.index_path, embedder, snapshot.chunk_version)
+        stored = SentenceVectors(inputs.index_path, retriever.version)
+        if not stored.available:
+            raise CribsheetError(
+                f"{inputs.index_path}: no sentence vectors (units) in this index; rebuild it with "
+                "`cribsheet index --sentence-vectors`"
+            )
+        index_sha256 = snapshot.index_sha256
+        pairs, meta = labelled_pairs(inputs, questions, retriever, stored, rules, index_sha256, tick)
     staged = inputs.out.with_name(f".{inputs.out.name}.new")  # the model and its card, swapped in together
     shutil.rmtree(staged, ignore_errors=True)
     trained = train_scorer_model(pairs, staged, work_folder(inputs), config, tick)

@@ -9,6 +9,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from corpus.chunk import SentenceChunker
 from corpus.errors import CribsheetError, InputFileError
 from corpus.index import IndexOptions, sync_index
+from corpus.lease import LEASES
 from corpus.models import Question
 from corpus.retrieve import LanceRetriever
 from corpus.sentences import SentenceVectors, unit_spans
@@ -199,7 +201,14 @@ def test_a_short_training_writes_a_folder_the_reranker_and_the_pruned_selectors_
     inputs = ScorerInputs(index, questions, out, not_on=(held,))
     rules = PairRules(retrieve_n=3, hard_negatives=2, easy_negatives=1, validation_share=0.3)
     ticks: list[tuple[str, int, int]] = []
-    card = train_scorer(inputs, rules, TINY_TRAINING, lambda *t: ticks.append(t), embedder=HashEmbedder())
+    leased: list[bool] = []  # whether a reader lease keeps the snapshot from `cribsheet reclaim` at each tick
+
+    def tick(*t: Any) -> None:
+        ticks.append(t)
+        leased.append(any((index / LEASES).glob("*.json")))
+
+    card = train_scorer(inputs, rules, TINY_TRAINING, tick, embedder=HashEmbedder())
+    assert any(leased) and not any((index / LEASES).glob("*.json"))  # held while the index is read, then gone
     # What reproduces the weights: the libraries, the precision it resolved, the files it checked, by digest.
     assert {"torch", "transformers"} <= set(card.libraries) and card.training["precision"] in ("bfloat16", "float32")
     assert card.refused_overlap_sha256 == {str(held): hashlib.sha256(held.read_bytes()).hexdigest()}

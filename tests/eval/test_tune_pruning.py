@@ -6,12 +6,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from corpus.chunk import SentenceChunker
 from corpus.errors import CribsheetError
 from corpus.index import IndexOptions, sync_index
+from corpus.lease import LEASES
 from eval.compress import CompressionResult
 from eval.compress.pruned_auto import AutoPrunedConfig
 from eval.compress.tuning import (
@@ -122,9 +124,14 @@ def test_tuning_on_an_index_tries_the_whole_grid_on_answerable_questions(
     )
     ticks: list[tuple[str, int, int]] = []
     inputs = TuneInputs(index, tiny_questions, embedder="hash", min_questions=3)
-    result = tune_pruning(
-        inputs, progress=lambda *t: ticks.append(t), embedder=HashEmbedder(), count=count_words, prompt=_prompt_words
-    )
+    leased: list[bool] = []  # whether a reader lease keeps the snapshot from `cribsheet reclaim` at each tick
+
+    def tick(*t: Any) -> None:
+        ticks.append(t)
+        leased.append(any((index / LEASES).glob("*.json")))
+
+    result = tune_pruning(inputs, progress=tick, embedder=HashEmbedder(), count=count_words, prompt=_prompt_words)
+    assert leased and all(leased) and not any((index / LEASES).glob("*.json"))  # held while it reads, then gone
     assert result.questions == 3  # q4 is unanswerable: it has no answer to keep
     assert len(result.points) == len(SHARES) * len(WHOLE) and ticks[-1] == ("pruned-auto settings", 21, 21)
     assert result.chosen is not None and result.chosen.loss_bound <= 0.05
