@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -126,12 +127,15 @@ class CompressorDeps:
         return self._loaded[key]
 
 
-def uncached(compressor: Compressor) -> Compressor:
+def uncached(compressor: Compressor, precomputed: bool = False) -> Compressor:
     """The compressor as a first request meets it, for the latency phase's live slots: a twin whose caches
-    of per-request work are empty (the extractive selector's sentence vectors), its models shared; the
-    compressor itself when it keeps none. A query-agnostic compressor's precomputed compressions are not
-    such a cache: a request reads them (their cost is offline, `CompressionResult.offline_seconds`).
+    are empty (the extractive selector's sentence vectors; a query-agnostic compressor's per-passage
+    compressions, so its model runs for this request), its models shared; the compressor itself when it
+    keeps none. `precomputed`: an explicit, recorded precompute step (`cribsheet precompress`) compressed
+    every chunk of the index, so a request reads those compressions and the step's bill is shown beside it.
     """
+    if precomputed:
+        return compressor
     twin = getattr(compressor, "uncached", None)
     return twin() if callable(twin) else compressor
 
@@ -224,3 +228,12 @@ class CachedAgnosticCompressor:
     def flush(self) -> None:
         """Persist new cache entries (one write per setting, not one per passage)."""
         self.cache.flush()
+
+    def uncached(self) -> CachedAgnosticCompressor:
+        """A twin with an empty cache of its own and the same model: every passage compressed for this
+        request, as a first request that no precompute step served pays it.
+        """
+        twin = copy.copy(self)
+        twin.cache = MemoryCache()
+        twin.calls = 0
+        return twin

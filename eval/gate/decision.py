@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from eval.gate.load_check import LoadCheck, check_reasons
 from eval.gate.policy import GatePolicy
 from eval.gate.statistics import LatencyResult, MetricResult, aa_misses, judge_latency, judge_metric
 from eval.metrics import POPULATIONS
@@ -110,10 +111,14 @@ def _latency(
     speedups: dict[str, float] | None,
     aa: tuple[float, float, float, int] | None,
     reasons: list[str],
+    check: LoadCheck | None = None,
 ) -> LatencyResult | None:
-    """The latency verdict (None: too few pairs), adding its reason to `reasons` unless it passed."""
+    """The latency verdict (None: too few pairs), adding its reason to `reasons` unless it passed. `check`:
+    the latency phase's load figures (foreign load, split-half drift, failed slots), read by both gates.
+    """
     lat = policy.latency
     assert lat is not None
+    blocked = check_reasons(check, lat.max_foreign_load, lat.drift_tolerance, lat.metric) if check else []
     pairs = [(x, y) for x, y in _paired(base, cand, ids, lat.metric) if x > 0 and y > 0]
     if speedups is None:
         speedups = {
@@ -121,21 +126,37 @@ def _latency(
         }
     ratios = np.array([speedups[q] for q in ids if q in speedups], dtype=float)
     if len(ratios) < lat.min_probes:
-        reasons.append(
-            f"{lat.metric}: only {len(ratios)} questions with a latency paired in one block of one run; the policy "
-            f"needs {lat.min_probes} (sweep with --probe-questions {lat.min_probes} or more)"
-        )
+        reasons.extend(blocked)
+        if not blocked or not check or not check.lost_questions:
+            failed = f"; {check.failed_slots} slots failed" if check and check.failed_slots else ""
+            reasons.append(
+                f"{lat.metric}: only {len(ratios)} questions with a latency paired in one block of one run; the "
+                f"policy needs {lat.min_probes}{failed} (sweep with --probe-questions {lat.min_probes} or more)"
+            )
         return None
     b, c = (np.array(x, dtype=float) for x in zip(*pairs, strict=True)) if pairs else (None, None)
     latency = judge_latency(lat, ratios, policy, b, c)
+    if check is not None:
+        latency = latency.model_copy(
+            update=dict(
+                foreign_load=check.foreign_load,
+                drift=check.drift,
+                drift_n=check.drift_n,
+                failed_slots=check.failed_slots,
+                offline_s=check.offline_s,
+            )
+        )
     if aa is not None:
         latency = latency.model_copy(update=dict(aa_ratio=aa[0], aa_ci_low=aa[1], aa_ci_high=aa[2], aa_n=aa[3]))
         if aa_misses(aa[:3], lat.tolerance):
-            reasons.append(
-                f"{lat.metric}: no latency verdict: the A/A noise floor read {aa[0]:.3f}x [{aa[1]:.3f}, {aa[2]:.3f}] "
-                f"for two identical requests, missing 1 by more than the tolerance {lat.tolerance:g} (undecided)"
+            blocked.append(
+                f"{lat.metric}: no latency verdict: the A/A twins read {aa[0]:.3f}x [{aa[1]:.3f}, {aa[2]:.3f}] for two "
+                f"identical requests, missing 1 by more than the tolerance {lat.tolerance:g}: a request's place in its "
+                "block biased its time"
             )
-            return latency.model_copy(update={"verdict": "undecided"})
+    if blocked:
+        reasons.extend(blocked)
+        return latency.model_copy(update={"verdict": "undecided"})
     if latency.verdict != "pass":
         reasons.append(
             f"{lat.metric}: speed-up {latency.speedup:.2f}x, CI [{latency.ci_low:.2f}, "
@@ -164,6 +185,7 @@ def decide(
     labels: Labels,
     speedups: dict[str, float] | None = None,
     aa: tuple[float, float, float, int] | None = None,
+    check: LoadCheck | None = None,
 ) -> GateDecision:
     """Decision over two settings' samples keyed by question id (each a dict of column -> value).
 
@@ -171,6 +193,8 @@ def decide(
     the latency phase's slots of one run and session: `DuckDBStore.slot_pairs`), or else each question's
     ratio of the two rows' latency columns. `aa` is the baseline's A/A noise floor in the same run (ratio, CI
     low, CI high, n): an interval that misses 1 by more than the policy's tolerance gives no latency verdict.
+    `check` (the latency phase's foreign load, split-half drift and failed slots) gives none either when the
+    machine was busy, the halves disagree, or a probe question's every slot failed.
     """
     if set(base) != set(cand):
         only_b, only_c = sorted(set(base) - set(cand)), sorted(set(cand) - set(base))
@@ -209,7 +233,7 @@ def decide(
             )
     latency = None
     if policy.latency:
-        latency = _latency(base, cand, ids, policy, speedups, aa, reasons)
+        latency = _latency(base, cand, ids, policy, speedups, aa, reasons, check)
     verdicts = [r.verdict for r in results if not r.advisory] + ([latency.verdict] if latency else [])
     decision = "fail" if "fail" in verdicts else ("undecided" if reasons else "pass")
     return GateDecision.make(

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.errors import CribsheetError
+from eval.gate.load_check import LATENCY_COLUMNS_OF
 from eval.metrics import DIRECTIONS
 
 
@@ -36,6 +37,12 @@ class LatencyRule(BaseModel):
     min_probes: int = Field(default=30, ge=2)
     """Questions with a serial latency measurement in both settings that a verdict needs (the sweep's
     `probe_questions` must reach it; fewer: undecided)."""
+    max_foreign_load: float = Field(default=0.25, ge=0.0, le=1.0)
+    """The largest share of the machine's cores other processes may use while the latency phase runs (CPU
+    seconds they used over the slots' seconds times the cores); above it: no latency verdict."""
+    drift_tolerance: float = Field(default=0.10, ge=0.0)
+    """How far the speed-up may move from the first half of the latency phase to the second (per probe
+    question, same questions in both halves): beyond 1 +/- this, no latency verdict."""
 
 
 class SequentialPlan(BaseModel):
@@ -116,6 +123,11 @@ class GatePolicy(BaseModel):
             unknown.append(policy.latency.metric)
         if unknown:
             raise CribsheetError(f"{path}: unknown metric(s) {unknown}; known: {sorted(DIRECTIONS)}")
+        if policy.latency and policy.latency.metric not in LATENCY_COLUMNS_OF:
+            raise CribsheetError(
+                f"{path}: latency metric '{policy.latency.metric}' has no column in the latency phase's slots; "
+                f"use one of {sorted(LATENCY_COLUMNS_OF)}"
+            )
         if policy.latency and DIRECTIONS[policy.latency.metric]:
             lower = sorted(k for k, higher in DIRECTIONS.items() if not higher)
             raise CribsheetError(

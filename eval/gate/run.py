@@ -11,9 +11,10 @@ from typing import Any
 from corpus.runtime import hardware_text
 from eval.cells import cell
 from eval.gate.decision import GateDecision, Labels, decide
+from eval.gate.load_check import LoadCheck, latency_column, load_check
 from eval.gate.policy import GatePolicy, GateRequest
 from eval.gate.render import decision_json, markdown_report
-from eval.gate.statistics import geometric_ci
+from eval.gate.statistics import LatencyResult, geometric_ci
 from eval.store import DuckDBStore, RunMeta, SettingRef
 from eval.store.rows import GateDecisionRow
 from eval.store.schema import baseline_key
@@ -68,13 +69,17 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
         mismatch = mismatch or "latency cannot be compared across different hardware; rerun on like machines"
     speedups: dict[str, float] | None = None
     aa: tuple[float, float, float, int] | None = None
+    check: LoadCheck | None = None
     if policy.latency and not mismatch:
         speedups, aa, more = paired_latency(store, base_ref, cand_ref, policy)
         notes += more
+        if speedups is not None and base_ref.run_id == cand_ref.run_id:
+            column = latency_column(policy.latency.metric)
+            check = load_check(store, [base_ref.run_id], base_ref.setting_hash, cand_ref.setting_hash, column)
     if mismatch:
         decision = GateDecision.make("undecided", [mismatch], labels, policy)
     else:
-        decision = decide(base_rows, cand_rows, policy, labels, speedups, aa)
+        decision = decide(base_rows, cand_rows, policy, labels, speedups, aa, check)
     decision = decision.model_copy(update={"notes": notes})
     report = request.report_path
     if report is not None:
@@ -100,8 +105,7 @@ def paired_latency(
         return {}, None, [note]
     if not store.has_slots(base.run_id):
         return None, None, ["latency from the samples' columns: this run predates the latency phase (no slots)"]
-    metric = policy.latency.metric if policy.latency else "e2e_cold_s"
-    column = {"probe_ttft_s": "ttft_s", "probe_prefill_s": "prefill_s"}.get(metric, "e2e_live_s")
+    column = latency_column(policy.latency.metric if policy.latency else "e2e_cold_s")
     ratios = store.slot_pairs(base.run_id, base.setting_hash, 0, cand.run_id, cand.setting_hash, 0, column)
     twins = store.slot_pairs(base.run_id, base.setting_hash, 0, base.run_id, base.setting_hash, 1, column)
     aa = None
@@ -194,6 +198,7 @@ def watch_shipped(store: DuckDBStore, run_id: str, policy_path: Path) -> GateDec
     notes = run_differences(store.run_meta(shipped.run), store.run_meta(run_id))
     speedups: dict[str, float] | None = None
     aa: tuple[float, float, float, int] | None = None
+    check: LoadCheck | None = None
     if policy.latency:
         # Latency is never compared across days: tonight's run measures the shipped setting again, paired with
         # its uncompressed twin in the same blocks, and the policy's latency rule applies to that pair.
@@ -204,7 +209,9 @@ def watch_shipped(store: DuckDBStore, run_id: str, policy_path: Path) -> GateDec
         else:
             speedups, aa, more = paired_latency(store, twin, tonight_ref, policy)
             notes += more + [f"latency: the shipped setting against {twin.setting_name}, both timed tonight"]
-    decision = decide({q: base[q] for q in common}, {q: cand[q] for q in common}, policy, labels, speedups, aa)
+            column = latency_column(policy.latency.metric)
+            check = load_check(store, [run_id], twin.setting_hash, tonight_ref.setting_hash, column)
+    decision = decide({q: base[q] for q in common}, {q: cand[q] for q in common}, policy, labels, speedups, aa, check)
     notes.append(f"watch: {len(common)} questions held by both runs")
     decision = decision.model_copy(update={"notes": notes})
     store.add_decision(decision_row(decision, shipped_ref.setting_hash, tonight_ref.setting_hash))
@@ -259,6 +266,25 @@ def verdict_line(d: GateDecision) -> str:
     why = (deciding or d.reasons or ["every gated metric passed"])[0]
     if d.decision == "pass" and d.latency is not None:
         why += f"; {d.latency.speedup:.2f}x as fast end to end"
-    if d.latency is not None and d.latency.aa_ratio is not None:
-        why += f"; A/A {d.latency.aa_ratio:.3f}x"
+    figures = latency_figures(d.latency) if d.latency is not None else ""
+    if figures:
+        why += f"; {figures}"
     return f"{d.candidate} vs {d.baseline}: {d.decision.upper()} ({why})"
+
+
+def latency_figures(lat: LatencyResult) -> str:
+    """The figures a latency verdict stands on, in a few words: load, drift, failed slots, the offline bill,
+    the A/A twins.
+    """
+    parts = []
+    if lat.foreign_load is not None:
+        parts.append(f"foreign load {lat.foreign_load:.1%}")
+    if lat.drift is not None:
+        parts.append(f"drift {lat.drift:.3f}x")
+    if lat.failed_slots:
+        parts.append(f"{lat.failed_slots} failed slots")
+    if lat.offline_s:
+        parts.append(f"offline bill {lat.offline_s:.3f} s/request not in the speed-up")
+    if lat.aa_ratio is not None:
+        parts.append(f"A/A {lat.aa_ratio:.3f}x")
+    return ", ".join(parts)

@@ -77,8 +77,19 @@ class LatencyResult(BaseModel):
     aa_ratio: float | None = None
     aa_ci_low: float | None = None
     aa_ci_high: float | None = None
-    """The baseline's A/A noise floor in the same run (its two twins per block), with its interval."""
+    """The baseline's A/A figure in the same run (its two twins per block), with its interval: a check that a
+    request's order and position in its block bias nothing (it cannot see load; `foreign_load` does)."""
     aa_n: int | None = None
+    foreign_load: float | None = None
+    """Share of the cores other processes used while the latency phase ran (`eval.gate.load_check`)."""
+    drift: float | None = None
+    """First-half / second-half ratio of the paired speed-up over the phase's probe questions."""
+    drift_n: int | None = None
+    failed_slots: int | None = None
+    """Failed twin-0 slots of either setting (counted, never silently dropped)."""
+    offline_s: float | None = None
+    """The candidate's mean offline bill per probed request (a recorded precompute step's compressions,
+    index-time unit vectors): shown beside the speed-up, never in it."""
 
 
 def bootstrap_ci(stat: Any, data: tuple[np.ndarray, ...], policy: GatePolicy) -> tuple[float, float]:

@@ -3,12 +3,17 @@
 After the grid's answers are computed (or reused), each probe question gets `probe_repeats` blocks. A block
 holds one request per setting, and a second one per baseline (the A/A twin), in a seeded random order; each
 request runs alone (cache reset, stable prefix warmed again) and is timed whole in its slot: retrieval,
-reranking, the compressor computing this context from nothing (its caches bypassed) and vLLM's TTFT. No
-stored duration is added to a live one. Because two settings' requests for one question sit in the same
-block, a change of load between settings hits both, and their ratio stays put; the A/A twin shows how far
-two identical requests read apart on this machine tonight.
+reranking, the compressor computing this context as a first request would (its caches emptied: a
+query-agnostic compressor runs its model for this request, unless `cribsheet precompress` compressed the
+whole index, a recorded step whose bill is shown beside the figure) and vLLM's TTFT. No stored duration is
+added to a live one. Because two settings' requests for one question sit in the same block, a change of
+load between settings hits both, and their ratio stays put; the A/A twin shows that the order and position
+of a request in its block bias nothing.
 
-The phase is resumable (a question's block is one transaction) and runs on one engine; on Ray each worker
+The phase runs every question's first block, then every question's second, and so on, so the first half of
+the phase in time and the second hold the same questions: their ratios, compared per question, are the
+split-half drift check. Each slot records the CPU time other processes used while it ran (`LoadMeter`).
+The phase is resumable (one question's block is one transaction) and runs on one engine; on Ray each worker
 measures every setting of its own share of the probe questions.
 """
 
@@ -20,7 +25,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from corpus.models import Hit, Question
@@ -28,6 +33,7 @@ from eval.compress.base import CompressionResult, uncached
 from eval.prompt import arrange, context_block
 from eval.run.citations import CITED_INSTRUCTION, cited_schema
 from eval.run.generation import reset_and_warm
+from eval.run.load import LoadMeter
 from eval.run.wiring import Components
 from eval.settings import Setting
 from eval.store.rows import LatencySlotRow
@@ -80,6 +86,13 @@ class LiveRequest:
     """The run's `PromptLayout`."""
     prefix: str
     n_candidates: int
+    precomputed: frozenset[tuple[str, float]] = frozenset()
+    """(compressor, ratio) pairs whose compressions of the whole index snapshot a recorded precompute step made
+    (`eval.run.precompute`): their requests read them. Every other compressor computes its context live."""
+
+    def reads_precomputed(self, setting: Setting) -> bool:
+        """Whether the setting's requests read a recorded precompute step's compressions."""
+        return (setting.compressor, setting.target_ratio) in self.precomputed
 
     def measure(self, setting: Setting, question: Question, cache_hit: bool) -> dict[str, Any]:
         """The slot's timings (seconds) and token counts; raises on a failure of the request."""
@@ -101,7 +114,7 @@ class LiveRequest:
         t1 = time.perf_counter()
         ranked = comps.rerankers[setting.reranker].rerank(question.question, hits)[: setting.top_k]
         t2 = time.perf_counter()
-        compressor = uncached(comps.compressors[setting.compressor])
+        compressor = uncached(comps.compressors[setting.compressor], self.reads_precomputed(setting))
         comp = compressor.compress([h.text for h in ranked], question.question, setting.target_ratio)
         context, n_passages = lay_out(ranked, comp, setting.layout)
         cited = setting.output == "cited-json"
@@ -139,6 +152,7 @@ class LatencyPhase:
     measured_on: str | None = None
     session_id: str = ""
     tick: Tick = lambda stage, done, total: None
+    meter: LoadMeter = field(default_factory=LoadMeter)
 
     def __post_init__(self) -> None:
         self.session_id = self.session_id or uuid.uuid4().hex[:12]
@@ -158,36 +172,42 @@ class LatencyPhase:
             except Exception:  # the slot that fails for real is stored as failed below
                 pass
 
-    def block(self, question: Question, hits: set[tuple[str, str]]) -> list[LatencySlotRow]:
-        """Every repeat of one probe question's block, as slot rows."""
+    def block(self, question: Question, repeat: int, hits: set[tuple[str, str]]) -> list[LatencySlotRow]:
+        """One block of one probe question (its `repeat`-th), as slot rows."""
         rows: list[LatencySlotRow] = []
-        for repeat in range(self.repeats):
-            order = block_order(len(self.settings), self.baselines, question.id, repeat, self.seed)
-            for position, (i, twin) in enumerate(order):
-                setting, setting_hash = self.settings[i], self.hashes[i]
-                at = dt.datetime.now(dt.UTC)
-                try:
-                    parts = self.request.measure(setting, question, (setting_hash, question.id) in hits)
-                    status, error = "ok", None
-                except Exception as exc:  # one failed request is a failed slot, never a gap
-                    parts, status, error = {}, "failed", f"{type(exc).__name__}: {exc}"[:2000]
-                rows.append(
-                    LatencySlotRow(
-                        run_id=self.run_id,
-                        session_id=self.session_id,
-                        setting_hash=setting_hash,
-                        setting_name=setting.name,
-                        question_id=question.id,
-                        repeat=repeat,
-                        position=position,
-                        twin=twin,
-                        measured_at=at,
-                        status=status,
-                        error=error,
-                        hardware_sha256=self.measured_on,
-                        **parts,
-                    )
+        order = block_order(len(self.settings), self.baselines, question.id, repeat, self.seed)
+        for position, (i, twin) in enumerate(order):
+            setting, setting_hash = self.settings[i], self.hashes[i]
+            at = dt.datetime.now(dt.UTC)
+            mark, began = self.meter.start(), time.perf_counter()
+            try:
+                parts = self.request.measure(setting, question, (setting_hash, question.id) in hits)
+                status, error = "ok", None
+            except Exception as exc:  # one failed request is a failed slot, never a gap
+                parts, status, error = {}, "failed", f"{type(exc).__name__}: {exc}"[:2000]
+            slot_s = time.perf_counter() - began
+            foreign = self.meter.foreign(mark)
+            rows.append(
+                LatencySlotRow(
+                    run_id=self.run_id,
+                    session_id=self.session_id,
+                    setting_hash=setting_hash,
+                    setting_name=setting.name,
+                    question_id=question.id,
+                    repeat=repeat,
+                    position=position,
+                    twin=twin,
+                    measured_at=at,
+                    status=status,
+                    error=error,
+                    hardware_sha256=self.measured_on,
+                    slot_s=slot_s,
+                    foreign_cpu_s=foreign,
+                    cores=self.meter.cores,
+                    precomputed=self.request.reads_precomputed(setting) or None,
+                    **parts,
                 )
+            )
         return rows
 
     def run(
@@ -195,19 +215,18 @@ class LatencyPhase:
         questions: Sequence[Question],
         hits: set[tuple[str, str]],
         write: Callable[[list[LatencySlotRow]], None],
-        done: set[str] = frozenset(),  # type: ignore[assignment]
+        done: set[tuple[str, int]] = frozenset(),  # type: ignore[assignment]
     ) -> int:
-        """Measure every question not in `done`, writing each question's block as it is finished; returns the
-        questions measured now.
+        """Measure every (question, repeat) block not in `done`: every question's first block, then every
+        question's second, ..., writing each block as it is finished; returns the blocks measured now.
         """
-        todo = [q for q in questions if q.id not in done]
+        todo = [(q, r) for r in range(self.repeats) for q in questions if (q.id, r) not in done]
         if todo:
-            self.warm_up(todo[0])
-        for i, question in enumerate(questions, start=1):
-            if question.id in done:
-                continue
-            write(self.block(question, hits))
-            self.tick(f"latency ({len(self.settings)} settings x {self.repeats})", i, len(questions))
+            self.warm_up(todo[0][0])
+        total = self.repeats * len(questions)
+        for n, (question, repeat) in enumerate(todo, start=total - len(todo) + 1):
+            write(self.block(question, repeat, hits))
+            self.tick(f"latency ({len(self.settings)} settings x {self.repeats})", n, total)
         return len(todo)
 
 
@@ -241,10 +260,10 @@ def measure_run(
     owner: tuple[int, str] | None = None,
 ) -> tuple[int, NoiseFloor | None]:
     """The latency phase of one run in this process: the blocks not yet stored, then each probe question's
-    latency summarised into its sample rows and the run's A/A noise floor. Returns (questions measured now,
+    latency summarised into its sample rows and the run's A/A noise floor. Returns (blocks measured now,
     the noise floor).
     """
-    done = store.measured_questions(phase.run_id, phase.hashes, phase.repeats)
+    done = store.measured_blocks(phase.run_id, phase.hashes)
     hits = store.cache_hit_pairs(phase.run_id)
     measured = phase.run(questions, hits, lambda rows: store.add_slots(rows, owner), done)
     store.summarise_latency(phase.run_id, owner)

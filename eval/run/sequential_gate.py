@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from corpus.errors import InputFileError
 from corpus.models import Question
 from eval.gate.decision import EXIT_CODES, GateDecision, Labels, paired_arrays
+from eval.gate.load_check import check_reasons, latency_column, load_check
 from eval.gate.policy import GatePolicy, SequentialPlan
 from eval.gate.run import decision_row
 from eval.gate.sequential import SequentialLook, gate_looks, refuse_unbounded, sequential_decision
@@ -164,9 +165,15 @@ class _Sequence:
             runs.append(run_id)
             drawn = [q.id for q in self.drawn[: look * plan.batch]]
             base, cand, ids, failed = _samples(store, runs, drawn, b.name, c.name)
-            speedups = _speedups(store, runs, config.setting_hash(b), config.setting_hash(c))
+            column = latency_column(self.policy.latency.metric) if self.policy.latency else "e2e_live_s"
+            speedups = _speedups(store, runs, config.setting_hash(b), config.setting_hash(c), column)
             looks = _latest_looks(base, cand, ids, self.policy, plan, speedups)
             decision = sequential_decision(looks, self.policy)
+            blocked = self._load_blocked(runs, column)
+            if blocked and decision != "continue":
+                # The fixed-n gate's load check: a busy machine or halves that disagree give no latency
+                # verdict; a quality metric's FAIL still stands.
+                decision = "fail" if _quality_failed(looks, self.policy) else "undecided"
             if failed:  # as the fixed-n gate: a failed question decides nothing, and is never silently dropped
                 decision = "undecided"
             if decision == "continue" and look == last:
@@ -181,7 +188,24 @@ class _Sequence:
             if failed
             else []
         )
+        if self.policy.latency and runs:
+            extra += self._load_blocked(runs, latency_column(self.policy.latency.metric))
         return _finish(self, decision, runs, base, cand, ids, extra)
+
+    def _load_blocked(self, runs: Sequence[str], column: str) -> list[str]:
+        """The load check over every batch run so far (the fixed-n gate's rule): why latency may not decide."""
+        lat = self.policy.latency
+        if lat is None:
+            return []
+        hb, hc = self.config.setting_hash(self.b), self.config.setting_hash(self.c)
+        check = load_check(self.store, runs, hb, hc, column)
+        return check_reasons(check, lat.max_foreign_load, lat.drift_tolerance, lat.metric)
+
+
+def _quality_failed(looks: dict[str, list[SequentialLook]], policy: GatePolicy) -> bool:
+    """Whether a deciding metric other than latency has failed at its latest look."""
+    gated = {m.name for m in policy.metrics if not m.advisory}
+    return any(seq and seq[-1].verdict == "fail" for name, seq in looks.items() if name in gated)
 
 
 def _sweeps_again(rows: Sequence[GateLookRow], last: int) -> bool:
@@ -210,13 +234,15 @@ def _samples(
     return {q: rb[q] for q in ids}, {q: rc[q] for q in ids}, ids, failed
 
 
-def _speedups(store: DuckDBStore, runs: Sequence[str], baseline_hash: str, candidate_hash: str) -> dict[str, float]:
+def _speedups(
+    store: DuckDBStore, runs: Sequence[str], baseline_hash: str, candidate_hash: str, column: str = "e2e_live_s"
+) -> dict[str, float]:
     """Per-question paired speed-ups baseline / candidate from each batch run's latency phase: the fixed-n
-    gate's pairs (the same blocks of one run), so both gates read one estimand.
+    gate's pairs (the same blocks of one run, the policy metric's slot column), so both gates read one estimand.
     """
     out: dict[str, float] = {}
     for run_id in runs:
-        out |= store.slot_pairs(run_id, baseline_hash, 0, run_id, candidate_hash, 0)
+        out |= store.slot_pairs(run_id, baseline_hash, 0, run_id, candidate_hash, 0, column)
     return out
 
 

@@ -16,6 +16,7 @@ from corpus.errors import CribsheetError, InputFileError
 from corpus.load import read_jsonl
 from corpus.models import Question
 from eval.engine.generator import WarmReport
+from eval.gate.load_check import PhaseLoad, phase_load
 from eval.metrics import cohen_kappa
 from eval.run.identity import file_sha256, setting_models_sha256
 from eval.run.latency import (
@@ -27,6 +28,8 @@ from eval.run.latency import (
     noise_floor,
     probe_questions,
 )
+from eval.run.load import load_average
+from eval.run.precompute import PrecomputeRecord, precomputed_for
 from eval.run.probes import fit_prefill
 from eval.run.provenance import new_run_id, question_rows, run_row, setting_rows
 from eval.run.resume import Heartbeat, claim_run, reuse_settings
@@ -59,6 +62,8 @@ class SweepResult:
     settings_computed: int = 0
     noise_floor: NoiseFloor | None = None
     """The latency phase's A/A figure (None: no phase, or no baseline in the grid)."""
+    load: PhaseLoad | None = None
+    """The load the latency phase ran under: foreign load, split-half drift, failed slots (None: no phase)."""
 
 
 class SettingFailed(CribsheetError):
@@ -183,6 +188,8 @@ class _Sweep:
     """`comps` were built here (for the settings left to compute) and are closed by `run_sweep`."""
     runner: SettingRunner | None = None
     """This process's runner (built for the first setting to compute, or for the latency phase)."""
+    precomputes: dict[tuple[str, float], PrecomputeRecord] = field(default_factory=dict)
+    """The precompute records whose compressions the latency phase's requests read, by (compressor, ratio)."""
     latency_session: str | None = None
     """The latency phase's measurement session (None: no phase ran)."""
 
@@ -228,8 +235,14 @@ class _Sweep:
             )  # fmt: skip
             return noise_floor(self.store, self.run_id, [hashes[i] for i in baseline_indices(settings)])
         runner = self._runner(settings, n_candidates)
+        self.precomputes = precomputed_for(
+            self.config.index_path,
+            index_identity(self.config, self.index_version),
+            runner.comps.compressors,
+            {(s.compressor, s.target_ratio) for s in settings},
+        )
         phase = LatencyPhase(
-            LiveRequest(runner.comps, runner.layout, runner.prefix, n_candidates),
+            LiveRequest(runner.comps, runner.layout, runner.prefix, n_candidates, frozenset(self.precomputes)),
             settings,
             hashes,
             self.run_id,
@@ -302,9 +315,10 @@ class _Sweep:
                 self.heartbeat.check()  # before a setting's work, not only at its write
                 compute = partial(runner.compute, setting, index, len(todo))
                 write(self.wrap(setting, self.reuse_key or self.run_id, compute) if self.wrap else compute())
-        t0 = time.perf_counter()
+        t0, load_avg = time.perf_counter(), load_average()
         floor = self._latency(settings, n_candidates)
         self.stages["latency"] = self.stages.get("latency", 0.0) + time.perf_counter() - t0
+        load = phase_load(self.store, self.run_id, load_avg) if self.latency_session else None
         if self.runner is not None:
             self.stages["warm"] = self.stages.get("warm", 0.0) + self.runner.stages.get("warm", 0.0)
             warm = warm or self.runner.warm_report
@@ -337,6 +351,14 @@ class _Sweep:
             aa_ci_low=floor.ci_low if floor else None,
             aa_ci_high=floor.ci_high if floor else None,
             aa_n=floor.n if floor else None,
+            foreign_load=load.foreign_load if load else None,
+            load_avg=load.load_avg if load else None,
+            latency_drift=load.drift if load else None,
+            latency_drift_setting=load.drift_setting if load else None,
+            failed_slots=load.failed_slots if load else None,
+            precomputes_json=dumps([r.model_dump(mode="json") for r in self.precomputes.values()])
+            if self.precomputes
+            else None,
         )
         return SweepResult(
             run_id=self.run_id,
@@ -350,4 +372,5 @@ class _Sweep:
             settings_reused=reused,
             settings_computed=len(todo),
             noise_floor=floor,
+            load=load,
         )

@@ -103,6 +103,22 @@ class RunRow(Row):
     """Bootstrap confidence interval of `aa_ratio` (over probe questions, the gate's confidence)."""
     aa_n: int | None = None
     """Probe questions behind the A/A figure (summed over baselines)."""
+    foreign_load: float | None = None
+    """Latency phase: share of the machine's cores that other processes used while its slots were timed
+    (their CPU seconds over the slots' seconds times the cores; NULL: no latency phase)."""
+    load_avg: float | None = None
+    """Latency phase: the machine's 1-minute load average when it began."""
+    latency_drift: float | None = None
+    """Latency phase: the split-half drift furthest from 1 over the compressed settings (first-half /
+    second-half paired speed-up against the uncompressed twin, the same questions in both halves)."""
+    latency_drift_setting: str | None = None
+    """The setting of `latency_drift`."""
+    failed_slots: int | None = None
+    """Latency phase: slots whose request failed (each stored with its error)."""
+    precomputes_json: str | None = None
+    """JSON list of the precompute records (`cribsheet precompress`) whose compressions this run's timed
+    requests read, each with its bill (seconds per chunk, the snapshot's CPU-hours, when, which machine);
+    NULL: every compressor computed its context live in its slot."""
 
 
 class SampleRow(Row):
@@ -265,8 +281,20 @@ class LatencySlotRow(Row):
     e2e_live_s: float | None = None
     """retrieve + rerank + compress + TTFT, all measured in this slot: the whole request, live."""
     offline_s: float | None = None
-    """Work the request relied on but did not do (index-time unit vectors): reported, never summed in."""
+    """Work the request relied on but did not do (index-time unit vectors, a recorded precompute step's
+    compressions): reported beside the live figure, never summed in."""
     hardware_sha256: str | None = None
+    slot_s: float | None = None
+    """Wall seconds of the whole slot (the untimed cache reset and re-warm included): the span of
+    `foreign_cpu_s`."""
+    foreign_cpu_s: float | None = None
+    """CPU seconds that processes outside this one and its children used during the slot (another job on
+    the cores): the load check reads it, as a share of `slot_s` x `cores`."""
+    cores: int | None = None
+    """Logical CPUs of the machine that timed the slot."""
+    precomputed: bool | None = None
+    """True: the request read a recorded precompute step's compressions (`cribsheet precompress`); NULL:
+    its compressor computed this context live."""
 
 
 class SettingRow(Row):

@@ -105,7 +105,7 @@ def baseline_values(seed: int = 1) -> dict[str, list[float]]:
     return {
         "answer_contains": (rng.random(N) < 0.6).astype(float).tolist(),
         "context_answer_recall": (rng.random(N) < 0.8).astype(float).tolist(),
-        "ttft_s": (0.5 + 0.1 * rng.random(N)).tolist(),
+        "probe_ttft_s": (0.5 + 0.1 * rng.random(N)).tolist(),
     }
 
 
@@ -116,7 +116,7 @@ POLICY = GatePolicy(
         MetricRule(name="answer_contains", margin=0.02),
         MetricRule(name="context_answer_recall", margin=0.05, advisory=True),
     ],
-    latency=LatencyRule(metric="ttft_s", min_speedup=1.0),
+    latency=LatencyRule(metric="probe_ttft_s", min_speedup=1.0),
 )
 
 
@@ -158,13 +158,13 @@ def test_corrupted_answers_fail_naming_the_metric(store: DuckDBStore) -> None:
 
 def test_faster_candidate_with_equal_quality_passes(store: DuckDBStore) -> None:
     base = baseline_values()
-    fast = base | {"ttft_s": [t / 3 for t in base["ttft_s"]]}
+    fast = base | {"probe_ttft_s": [t / 3 for t in base["probe_ttft_s"]]}
     fill(store, "r1", {"base": base, "fast": fast})
-    policy = POLICY.model_copy(update={"latency": LatencyRule(metric="ttft_s", min_speedup=2.0)})
+    policy = POLICY.model_copy(update={"latency": LatencyRule(metric="probe_ttft_s", min_speedup=2.0)})
     d = gate(store, "base", "fast", policy, run="r1")
     assert d.exit_code == PASS and d.latency is not None and d.latency.ci_low > 2.0
     slow = gate(store, "fast", "base", policy, run="r1")
-    assert slow.exit_code == FAIL and any(r.startswith("ttft_s") for r in slow.reasons)
+    assert slow.exit_code == FAIL and any(r.startswith("probe_ttft_s") for r in slow.reasons)
 
 
 def test_mismatched_question_sets_cannot_be_decided(store: DuckDBStore) -> None:
@@ -278,8 +278,8 @@ def test_a_failed_sample_makes_the_gate_undecided_not_a_pass(store: DuckDBStore)
 
 def test_latency_needs_the_policys_probe_count(store: DuckDBStore) -> None:
     base = baseline_values()
-    fill(store, "r1", {"base": base, "fast": base | {"ttft_s": [t / 3 for t in base["ttft_s"]]}})
-    policy = POLICY.model_copy(update={"latency": LatencyRule(metric="ttft_s", min_probes=N + 1)})
+    fill(store, "r1", {"base": base, "fast": base | {"probe_ttft_s": [t / 3 for t in base["probe_ttft_s"]]}})
+    policy = POLICY.model_copy(update={"latency": LatencyRule(metric="probe_ttft_s", min_probes=N + 1)})
     d = gate(store, "base", "fast", policy, run="r1")
     assert d.decision == "undecided" and d.latency is None
     assert any(f"the policy needs {N + 1}" in r and "--probe-questions" in r for r in d.reasons), d.reasons

@@ -1,0 +1,164 @@
+"""The load check both gates read: foreign CPU time per slot, the split-half drift of a pair's speed-up, failed
+slots counted; the A/A twins cannot see any of these (review 2026-12-06 #3, #6, #7)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corpus.errors import CribsheetError
+from eval.engine.generator import Probe
+from eval.gate.decision import Labels, decide
+from eval.gate.load_check import LoadCheck, latency_column, load_check, split_half_drift
+from eval.gate.policy import GatePolicy, GateRequest, LatencyRule
+from eval.gate.run import run_gate
+from eval.run.load import LoadMeter
+from eval.run.sweep import run_sweep
+from eval.store import DuckDBStore
+from eval.store.rows import LatencySlotRow
+from tests.fakes import ExtractingGenerator
+from tests.helpers import SweepSetup
+
+
+class NeighbourGenerator(ExtractingGenerator):
+    """A fake engine that a neighbour slows by a fixed 5 s a request after its first `switch_after` probes:
+    a job that arrives half-way adds time to every request, which a short prompt feels more than a long one,
+    so the speed-up moves (a proportional slow-down would move no ratio)."""
+
+    def __init__(self, switch_after: int) -> None:
+        super().__init__()
+        self.switch_after = switch_after
+
+    def probe(self, prompt: str, json_schema: dict[str, Any] | None = None) -> Probe:
+        p = super().probe(prompt, json_schema)
+        extra = 5.0 if len(self.probes) > self.switch_after else 0.0
+        return p.model_copy(update={"ttft_s": 0.01 * p.prompt_tokens + extra})
+
+
+def _pair(setup: SweepSetup, engine: ExtractingGenerator, store: str) -> tuple[Any, Any]:
+    config, components = setup
+    config = config.model_copy(
+        update={"probe_questions": 4, "probe_repeats": 2, "store_path": config.store_path.with_name(store)}
+    )
+    result = run_sweep(config, components(engine))
+    rows = {r["setting_name"]: r for r in result.leaderboard}
+    base = next(n for n, r in rows.items() if r["compressor"] == "none" and r["top_k"] == 3)
+    cand = next(n for n, r in rows.items() if r["compressor"] == "halving" and r["top_k"] == 3)
+    policy = GatePolicy(metrics=[], min_questions=2, latency=LatencyRule(min_probes=4, min_speedup=0.5))
+    request = GateRequest(store_path=config.store_path, baseline=base, candidate=cand, run=result.run_id)
+    return result, run_gate(request, policy)
+
+
+def test_a_neighbour_arriving_half_way_fires_the_drift_check_and_the_gate_gives_no_latency_verdict(
+    setup: SweepSetup,
+) -> None:
+    """Before this check the gate passed such a run on a speed-up that was half one regime, half another."""
+    counting = ExtractingGenerator()
+    _pair(setup, counting, "dry.duckdb")  # counts the probes the phase makes: the neighbour comes half-way
+    result, decision = _pair(setup, NeighbourGenerator(switch_after=len(counting.probes) // 2), "noisy.duckdb")
+    assert decision.latency is not None and decision.latency.verdict == "undecided"
+    assert decision.latency.drift is not None and decision.latency.drift > 1.1
+    assert any("first half of the latency phase to the second" in r for r in decision.reasons), decision.reasons
+    assert decision.decision == "undecided"
+    # The run row carries the worst drift of the grid, with its setting.
+    run = DuckDBStore(result.store_path).query("SELECT latency_drift, latency_drift_setting FROM runs")[0]
+    assert run["latency_drift"] > 1.1 and run["latency_drift_setting"].startswith("halving")
+
+
+def test_a_steady_engine_leaves_the_drift_check_silent(setup: SweepSetup) -> None:
+    _, decision = _pair(setup, NeighbourGenerator(switch_after=10**9), "quiet.duckdb")
+    assert decision.latency is not None and decision.latency.verdict == "pass", decision.reasons
+    assert decision.latency.drift == pytest.approx(1.0, abs=0.05)
+
+
+def test_foreign_load_over_the_policys_limit_gives_no_latency_verdict(
+    setup: SweepSetup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each slot reads as if another job held one of the machine's cores the whole time."""
+    monkeypatch.setattr("eval.run.load.LoadMeter.foreign", lambda self, mark: 1e9)
+    _, decision = _pair(setup, NeighbourGenerator(switch_after=10**9), "busy.duckdb")
+    assert decision.latency is not None and decision.latency.verdict == "undecided"
+    assert any("other processes used" in r for r in decision.reasons), decision.reasons
+
+
+def test_split_half_drift_pairs_each_question_with_itself() -> None:
+    # Question q1 is slow to compress, q2 fast: different ratios, but each the same in both halves.
+    blocks = [("r", "q1", 0, 4.0), ("r", "q2", 0, 1.0), ("r", "q1", 1, 4.0), ("r", "q2", 1, 1.0)]
+    assert split_half_drift(blocks) == (pytest.approx(1.0), 2)
+    moved = [("r", "q1", 0, 4.0), ("r", "q2", 0, 2.0), ("r", "q1", 1, 2.0), ("r", "q2", 1, 1.0)]
+    assert split_half_drift(moved) == (pytest.approx(2.0), 2)
+    assert split_half_drift([("r", "q1", 0, 2.0)]) == (None, 0)  # one block: nothing to compare
+
+
+def _slot(question: str, setting: str, repeat: int, status: str, e2e: float | None) -> LatencySlotRow:
+    return LatencySlotRow(
+        run_id="r", session_id="s", setting_hash=setting, setting_name=setting, question_id=question, repeat=repeat,
+        position=0, twin=0, measured_at=dt.datetime.now(dt.UTC), status=status, e2e_live_s=e2e,
+        error=None if status == "ok" else "RuntimeError: engine gone", slot_s=1.0, foreign_cpu_s=0.0, cores=2,
+    )  # fmt: skip
+
+
+def test_a_question_whose_every_slot_failed_is_counted_and_leaves_latency_undecided(tmp_path: Path) -> None:
+    store = DuckDBStore(tmp_path / "r.duckdb")
+    ids = [f"q{i}" for i in range(6)]
+    rows = []
+    for q in ids:
+        for r in range(2):
+            rows.append(_slot(q, "base", r, "ok", 2.0))
+            lost = q == "q5"  # the candidate's longest context fails in every repeat
+            rows.append(_slot(q, "cand", r, "failed" if lost else "ok", None if lost else 1.0))
+    store.add_slots(rows)
+    check = load_check(store, ["r"], "base", "cand", "e2e_live_s")
+    assert check.failed_slots == 2 and check.lost_questions == ["q5"]
+    base = {q: {"status": "ok", "e2e_cold_s": 2.0} for q in ids}
+    cand = {q: {"status": "ok", "e2e_cold_s": 1.0} for q in ids}
+    speedups = store.slot_pairs("r", "base", 0, "r", "cand", 0)
+    assert sorted(speedups) == ids[:5]  # the lost question has no pair: it must not vanish silently
+    policy = GatePolicy(metrics=[], min_questions=2, latency=LatencyRule(min_probes=5))
+    decision = decide(base, cand, policy, Labels(baseline="b", candidate="c", baseline_run="r", candidate_run="r"),
+                      speedups, None, check)  # fmt: skip
+    assert decision.decision == "undecided" and decision.latency is not None
+    assert decision.latency.failed_slots == 2
+    assert any("failed in every timed slot" in r and "q5" in r for r in decision.reasons), decision.reasons
+
+
+def test_a_latency_metric_without_a_slot_column_is_refused_when_the_policy_is_loaded(tmp_path: Path) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text("latency: {metric: ttft_s}\n")  # the batch's TTFT: queueing included, no slot column
+    with pytest.raises(CribsheetError, match="no column in the latency phase's slots"):
+        GatePolicy.load(policy)
+    assert latency_column("e2e_cold_s") == "e2e_live_s" and latency_column("probe_ttft_s") == "ttft_s"
+
+
+def test_load_check_reasons_stay_silent_on_a_quiet_steady_phase() -> None:
+    from eval.gate.load_check import check_reasons
+
+    quiet = LoadCheck(foreign_load=0.02, cores=2, drift=1.03, drift_n=30)
+    assert check_reasons(quiet, 0.25, 0.10, "e2e_cold_s") == []
+    busy = quiet.model_copy(update={"foreign_load": 0.5})
+    assert len(check_reasons(busy, 0.25, 0.10, "e2e_cold_s")) == 1
+
+
+@pytest.mark.real_load
+def test_the_meter_counts_a_process_outside_its_tree_and_not_its_own_children() -> None:
+    """A busy process that is not ours (orphaned by its shell) is foreign; a busy child of ours is not."""
+    meter = LoadMeter()
+    busy = "import time\nt = time.time()\nwhile time.time() - t < 3: pass\n"
+    mark = meter.start()
+    subprocess.run(["sh", "-c", f"{sys.executable} -c '{busy}' >/dev/null 2>&1 &"], check=True)
+    time.sleep(2.0)
+    assert meter.foreign(mark) >= 1.0  # two seconds of a core, less its start-up
+    child = subprocess.Popen([sys.executable, "-c", busy])
+    try:
+        time.sleep(1.0)
+        own = meter._own()
+        assert own.get(child.pid, 0.0) >= 0.5  # our child's CPU is ours, subtracted from the machine's
+    finally:
+        child.kill()
+        child.wait()
