@@ -1,8 +1,10 @@
 """A sweep sharded over a local Ray cluster of 2 worker processes writes the same rows as one in a single
-process (fake components, registered by name, so each worker builds its own)."""
+process (fake components, registered by name, so each worker builds its own); its latency phase measures on
+one worker per node and stores each block as it arrives."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,10 @@ from corpus.chunk import SentenceChunker
 from corpus.cluster import RayOptions, worker_error
 from corpus.errors import CribsheetError
 from corpus.index import sync_index
-from eval.run.ray_driver import sweep_plugins
+from corpus.models import Question
+from eval.engine.generator import GENERATORS
+from eval.run.identity import hardware_digest
+from eval.run.ray_driver import _stream_blocks, like_machines, measuring_nodes, sweep_plugins
 from eval.run.sweep import run_sweep
 from eval.settings import GridConfig, SweepConfig
 from tests.fakes import HashEmbedder
@@ -25,7 +30,7 @@ COMPARED = (
 )
 
 
-def _config(tmp_path: Path, corpus: Path, questions: Path, store: str) -> SweepConfig:
+def _config(tmp_path: Path, corpus: Path, questions: Path, store: str, generator: str = "fake") -> SweepConfig:
     index = tmp_path / "index.lancedb"
     if not index.exists():
         emb = HashEmbedder()
@@ -38,7 +43,7 @@ def _config(tmp_path: Path, corpus: Path, questions: Path, store: str) -> SweepC
         questions_path=questions,
         store_path=tmp_path / store,
         embedder="hash",
-        generator={"name": "fake"},
+        generator={"name": generator},
         probe_questions=2,
         grid=grid,
     )
@@ -69,11 +74,137 @@ def test_ray_sweep_on_two_workers_writes_the_rows_of_a_single_process_sweep(
             "FROM latency_slots GROUP BY question_id ORDER BY question_id"
         ).fetchall()
         sessions = con.execute("SELECT count(DISTINCT session_id) FROM latency_slots").fetchone()
-    # Each probe question measured whole on one worker (every setting, both baselines' twins, every block),
-    # the two questions on two workers: a pair never spans two workers or two moments.
+        machines = con.execute("SELECT DISTINCT hardware_sha256 FROM latency_slots").fetchall()
+    # Each probe question measured whole on one worker (every setting, both baselines' twins, every block), and
+    # one node measures on one worker only: the two workers of the answers phase share this node, so one
+    # session times every block, with no second engine running beside it.
     repeats = sharded.probe_repeats
     assert [row[1:] for row in per_question] == [(1, 4, (4 + 2) * repeats)] * 2
-    assert sessions == (2,)
+    assert sessions == (1,)
+    assert machines == [(hardware_digest()[1],)]  # every slot carries the digest of the machine that timed it
+
+
+def _blocks(config: SweepConfig) -> dict[tuple[str, int], tuple[str, int]]:
+    """(question, repeat) -> (session, slots) of every stored block."""
+    with duckdb.connect(str(config.store_path), read_only=True) as con:
+        rows = con.execute(
+            "SELECT question_id, repeat, any_value(session_id), count(*) FROM latency_slots GROUP BY ALL"
+        ).fetchall()
+    return {(q, r): (session, n) for q, r, session, n in rows}
+
+
+@pytest.mark.slow
+def test_a_ray_latency_phase_killed_mid_way_keeps_the_blocks_it_stored_and_resumes_after_them(
+    ray_local: Any, tmp_path: Path, tiny_corpus: Path, tiny_questions: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(GENERATORS, "_entries", dict(GENERATORS._entries))  # `fake-dies` for this test only
+    from tests.eval import ray_faults
+
+    ray_faults.register()
+    marker = tmp_path / "die"
+    config = _config(tmp_path, tiny_corpus, tiny_questions, "ray.duckdb", generator=f"fake-dies:{marker}")
+    # The measuring worker's engine answers the warm-up (one request per setting) and two blocks (4 settings
+    # and 2 baseline twins each), then its process dies in the third block.
+    marker.write_text(str(4 + 2 * 6))
+    with pytest.raises(CribsheetError, match="latency phase"):
+        run_sweep(config, reuse=False, ray=RayOptions(workers=2))
+    killed = _blocks(config)
+    # Every question's first block comes first (2 probe questions), each stored whole as it was measured.
+    assert sorted((r, n) for (_, r), (_, n) in killed.items()) == [(0, 6), (0, 6)]
+    marker.unlink()
+    result = run_sweep(config, reuse=False, ray=RayOptions(workers=2))
+    assert result.settings_computed == 0  # the answers were kept; only the phase's missing blocks are measured
+    resumed = _blocks(config)
+    assert len(resumed) == 2 * config.probe_repeats and {n for _, n in resumed.values()} == {6}
+    assert {b: resumed[b] for b in killed} == killed  # the stored blocks were skipped, not measured again
+    assert len({session for session, _ in resumed.values()}) == 2
+
+
+def _question(qid: str) -> Question:
+    return Question(id=qid, question=f"what is {qid}?", answers=["x"])
+
+
+class _Ref:
+    """A fake Ray object ref: the call runs when the driver gets it."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self.call = call
+
+
+class _Method:
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def remote(self, *args: Any) -> _Ref:
+        return _Ref(lambda: self.fn(*args))
+
+
+class _Worker:
+    """A fake measuring actor that fails on the blocks of `fails_on` (a worker killed there)."""
+
+    def __init__(self, fails_on: str | None = None) -> None:
+        self.fails_on = fails_on
+        self.begin = _Method(lambda *args: None)
+        self.measure = _Method(self._measure)
+
+    def _measure(self, question: Question, repeat: int) -> list[tuple[str, int]]:
+        if question.id == self.fails_on:
+            raise RuntimeError("the actor died unexpectedly")
+        return [(question.id, repeat)]
+
+
+class _FakeRay:
+    """Finishes calls in the order they were made."""
+
+    def wait(self, refs: list[_Ref], num_returns: int) -> tuple[list[_Ref], list[_Ref]]:
+        return refs[:1], refs[1:]
+
+    def get(self, ref: Any) -> Any:
+        return [r.call() for r in ref] if isinstance(ref, list) else ref.call()
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.blocks: list[list[tuple[str, int]]] = []
+
+    def add_slots(self, rows: list[tuple[str, int]], owner: Any) -> None:
+        self.blocks.append(rows)
+
+
+def test_the_driver_stores_each_latency_block_as_it_arrives_and_skips_the_stored_ones() -> None:
+    store = _Store()
+    questions = [_question(q) for q in ("q0", "q1", "q2")]
+    _stream_blocks(_FakeRay(), [_Worker(), _Worker()], questions, {("q1", 0)}, 2, [], "s", set(), store, None)
+    # One transaction per block; each worker's first blocks before its second ones; (q1, 0) was stored before.
+    assert store.blocks == [[("q0", 0)], [("q1", 1)], [("q2", 0)], [("q0", 1)], [("q2", 1)]]
+
+
+def test_a_failed_latency_worker_loses_only_its_own_block_and_the_phase_stops() -> None:
+    store = _Store()
+    questions = [_question(q) for q in ("q0", "q1", "q2")]
+    with pytest.raises(CribsheetError, match="in the latency phase, on question q1 block 0"):
+        _stream_blocks(
+            _FakeRay(), [_Worker(), _Worker(fails_on="q1")], questions, set(), 2, [], "s", set(), store, None
+        )
+    # q0's block was stored before q1 failed, q2's was in flight when it did: stored too; nothing after it.
+    assert store.blocks == [[("q0", 0)], [("q2", 0)]]
+
+
+def test_the_latency_phase_measures_on_each_node_that_fits_a_worker_once() -> None:
+    def node(node_id: str, cpu: float, gpu: float = 0.0, alive: bool = True) -> dict[str, Any]:
+        return {"NodeID": node_id, "Alive": alive, "Resources": {"CPU": cpu, "GPU": gpu}}
+
+    nodes = [node("b", 8, 1), node("head", 0), node("a", 8, 1), node("c", 8, 0), node("d", 8, 1, alive=False)]
+    assert measuring_nodes(nodes, RayOptions(workers=4, gpus_per_worker=1)) == ["a", "b"]
+    assert measuring_nodes(nodes, RayOptions(workers=4)) == ["a", "b", "c"]
+
+
+def test_the_latency_phase_measures_on_like_machines_those_of_its_stored_blocks_first() -> None:
+    assert like_machines(["x", "y", "y", None], set()) == "y"  # the most common digest
+    assert like_machines(["x", "y", "y"], {"x"}) == "x"  # a resumed phase stays on the machine it began on
+    assert like_machines(["x", "y"], {"z"}) == "x"  # a tie: the same choice in every process
+    with pytest.raises(CribsheetError, match="hardware digest"):
+        like_machines([None], set())
 
 
 def test_workers_import_the_modules_that_registered_components_outside_cribsheet(
