@@ -6,6 +6,7 @@ run; and one static HTML page with all of it (`html_report`). Plots come from `e
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +15,7 @@ from corpus.runtime import hardware_text
 from eval.cells import EMPTY, cell, missing
 from eval.plots import Point
 from eval.store import DuckDBStore, Record
+from eval.store.load_figures import PhaseLoad, latency_figures, phase_text
 
 
 def points(rows: Sequence[Record]) -> list[Point]:
@@ -52,21 +54,46 @@ def pareto_svg(pts: Sequence[Point], title: str) -> str:
 
 
 def noise_floor_text(run: Record) -> str:
-    """The run's latency phase and A/A noise floor in one sentence (for the report's header)."""
+    """The run's latency phase in one paragraph (the report's header): the load it ran under (foreign CPU,
+    split-half drift, failed slots), the precompute bills its requests read, and the A/A twins.
+    """
     if run.get("latency_session") is None:
         return "no latency phase in this run (latency figures, if any, are an older store's)"
-    if run.get("aa_ratio") is None:
-        return (
-            f"latency phase: {cell(run.get('probe_repeats'))} blocks per probe question; no A/A figure (no "
-            "uncompressed setting)"
-        )
-    return (
-        f"latency phase: {cell(run.get('probe_repeats'))} block(s) per probe question, every setting timed in each; "
-        f"A/A noise floor {cell(run['aa_ratio'], '{:.3f}x')} [{cell(run.get('aa_ci_low'), '{:.3f}')}, "
-        f"{cell(run.get('aa_ci_high'), '{:.3f}')}] over {cell(run.get('aa_n'))} paired probes (two identical "
-        "requests; 1.000x is a steady machine)"
+    load = PhaseLoad(
+        foreign_load=run.get("foreign_load"),
+        cores=json.loads(run.get("hardware_json") or "{}").get("cores"),
+        load_avg=run.get("load_avg"),
+        drift=run.get("latency_drift"),
+        drift_setting=run.get("latency_drift_setting"),
+        failed_slots=run.get("failed_slots") or 0,
     )
+    parts = [
+        f"latency phase: {cell(run.get('probe_repeats'))} block(s) per probe question, every setting timed in each"
+    ]
+    parts.append(phase_text(load).removeprefix("latency phase load: "))
+    for rec in json.loads(run.get("precomputes_json") or "[]"):
+        parts.append(
+            f"{rec['compressor']} {rec['ratio']:g}x read the compressions a precompute step made on "
+            f"{rec['finished_at'][:10]} on {rec['host']} ({rec['chunks']} chunks, {rec['seconds_per_chunk']:.3f} s a "
+            f"chunk, {rec['corpus_cpu_hours']:.3f} CPU-hours, not in the end-to-end figure)"
+        )
+    if run.get("aa_ratio") is None:
+        parts.append("no A/A figure (no uncompressed setting)")
+    else:
+        parts.append(
+            f"A/A twins {cell(run['aa_ratio'], '{:.3f}x')} [{cell(run.get('aa_ci_low'), '{:.3f}')}, "
+            f"{cell(run.get('aa_ci_high'), '{:.3f}')}] over {cell(run.get('aa_n'))} paired probes (two identical "
+            "requests at random places in their blocks: 1.000x shows no order or position bias; it cannot show load)"
+        )
+    return "; ".join(parts)
 
+
+WHAT = (
+    "retrieve + rerank + the compressor computing this context as a first request pays it (a "
+    "query-agnostic one runs its model, unless <code>cribsheet precompress</code> made its compressions: "
+    "then they are read and their bill is the offline column) + TTFT"
+)
+"""What the end-to-end figure times, in the HTML captions."""
 
 BILL = (
     ("setting_name", "setting", "{}"),
@@ -76,9 +103,10 @@ BILL = (
     ("faithfulness", "faithfulness", "{:.3f}"),
     ("mean_prompt_tokens", "prompt tokens", "{:.0f}"),
     ("realized_ratio", "realized ratio", "{:.2f}"),
-    ("mean_compress_cold_s", "compressor cold s", "{:.3f}"),
+    ("mean_compress_cold_s", "answers-phase compressor s", "{:.3f}"),
     ("probe_ttft_p50_s", "TTFT p50 s", "{:.3f}"),
-    ("e2e_cold_p50_s", "end-to-end p50 s", "{:.3f}"),
+    ("e2e_cold_p50_s", "end-to-end p50 s (live)", "{:.3f}"),
+    ("mean_offline_s", "offline s / request (not in end-to-end)", "{:.3f}"),
     ("n_latency", "latency n", "{}"),
 )
 """Leaderboard columns of the report's table: quality, then the bill (tokens, compressor, TTFT, total)."""
@@ -89,7 +117,7 @@ BREAK_EVEN = (
     ("baseline_setting", "against", "{}"),
     ("context_tokens", "context tokens", "{:.0f}"),
     ("realized_ratio", "realized ratio", "{:.2f}"),
-    ("cold_s_per_token", "cold cost ms / 1k tokens", "{:.1f}"),
+    ("cold_s_per_token", "live compress ms / 1k tokens", "{:.1f}"),
     ("predicted_speedup", "predicted speed-up", "{:.2f}x"),
     ("measured_speedup", "measured speed-up", "{:.2f}x"),
     ("break_even_tokens", "pays from (tokens)", "{:.0f}"),
@@ -131,7 +159,8 @@ def break_even_markdown(rows: Sequence[Record]) -> list[str]:
     lines = [
         "End-to-end speed-up against the same setting without compression ('against': same top-k, retrieval, "
         "reranker, layout, output and answer cache), predicted from a quadratic fitted to the run's probes (TTFT "
-        "alone vs uncached prompt tokens), each compressor's cold cost per input token and its realized ratio; "
+        "alone vs uncached prompt tokens), each compressor's seconds per input token in its timed slots and its "
+        "realized ratio; "
         f"measured against that baseline on the probe questions ({EMPTY}: the run has no such baseline). 'pays from' "
         "and '2x from': the first length on a 100-token grid up to 16,000 where it does (never: nowhere on it).",
         "",
@@ -156,8 +185,10 @@ def report_markdown(
         lines += [f"![answer quality vs end-to-end latency]({plot})", ""]
     lines += [
         "Answer metrics over answerable questions; latency is the p50 over the probe questions of the whole "
-        "request timed live in the latency phase (retrieve + rerank + the compressor from nothing + TTFT, each "
-        "setting's request back to back with the others'). **Bold**: on the quality-latency frontier.",
+        "request timed live in the latency phase (retrieve + rerank + the compressor computing the context as a "
+        "first request pays it: a query-agnostic one runs its model unless `cribsheet precompress` made its "
+        "compressions, whose bill is then the offline column + TTFT; each setting's request back to back with the "
+        "others'). **Bold**: on the quality-latency frontier.",
         "",
     ]
     if run is not None:
@@ -286,6 +317,9 @@ def _decision_html(store: DuckDBStore, run_id: str, d: Record) -> str:
         f'<span class="{escape(verdict)}">{escape(verdict.upper())}</span> (exit {d["exit_code"]}, '
         f"{cell(d['n_questions'])} paired questions)</h3>",
         f"<ul>{reasons}</ul>" if reasons else "",
+        f'<p class="meta latency-figures">latency measured under: {escape(latency_figures(lat))}</p>'
+        if lat and latency_figures(lat)
+        else "",
         _table(["metric", "n", "baseline", "candidate", "diff", "95% CI", "margin", "verdict"], [r for r in rows if r])
         if any(rows)
         else "",
@@ -360,14 +394,14 @@ def html_report(store: DuckDBStore, run_id: str) -> str:
         or "<p>No gate decision on this run yet (<code>cribsheet gate</code>).</p>",
         "<h2>Answer quality against end-to-end latency</h2>",
         f"<figure>{pareto_svg(pts, f'run {run_id}')}<figcaption>Answer token recall (95 % interval) against the "
-        "p50 of the whole request timed live in the latency phase (retrieve + rerank + the compressor from nothing "
-        "+ TTFT); the frontier in magenta; each point numbered, the key below the plot names its setting (frontier in "
+        f"p50 of the whole request timed live in the latency phase ({WHAT}); the frontier in magenta; each point "
+        "numbered, the key below the plot names its setting (frontier in "
         "bold).</figcaption></figure>",
         "<h2>Leaderboard</h2>",
         _table([h for _, h, _ in BILL], board),
         "<h2>Where each compressor pays for itself</h2>",
         f"<figure>{break_even_plot(be, 'predicted end-to-end speed-up by context length')}<figcaption>Curves: "
-        "the break-even model (a quadratic fitted to the run's probes, each compressor's cold cost per token and "
+        "the break-even model (a quadratic fitted to the run's probes, each compressor's live seconds per token and "
         "realized ratio); dots: measured against each setting's baseline, the same setting without compression, on "
         "this run's probe questions.</figcaption></figure>",
         _table([h for _, h, _ in BREAK_EVEN], be_rows, frozenset({0, 1}))

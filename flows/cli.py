@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+import flows.cli_precompress  # noqa: F401  (registers precompress)
 import flows.cli_project  # noqa: F401  (registers init and run)
 import flows.cli_results  # noqa: F401  (registers report, gate, export and dataset)
 import flows.cli_scorer  # noqa: F401
@@ -248,7 +249,7 @@ def sweep(
             highlight=False,
         )
     print_leaderboard(result.leaderboard, f"run {result.run_id}")
-    out.print(noise_floor_line(result.noise_floor), highlight=False, soft_wrap=True)
+    out.print(noise_floor_line(result.noise_floor, result.load), highlight=False, soft_wrap=True)
     err.print(f"engine log: {log}", highlight=False)
     show_path(config.store_path)
 

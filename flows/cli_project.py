@@ -142,7 +142,7 @@ def _run_project(project_file: Path, label: str) -> int:
         )
     err.print(f"  engine log: {log}", highlight=False)
     print_leaderboard(sweep.leaderboard, f"{label} run {sweep.run_id}")
-    out.print(noise_floor_line(sweep.noise_floor), highlight=False, soft_wrap=True)
+    out.print(noise_floor_line(sweep.noise_floor, sweep.load), highlight=False, soft_wrap=True)
     out.print(
         f"release gate, each candidate against its uncompressed twin ({_shown(project.policy)}):", highlight=False
     )

@@ -351,3 +351,12 @@ def test_reclaim_keeps_the_snapshot_of_a_run_stored_from_another_folder(tmp_path
     assert f"(claimed {[snap.chunk_version, snaps[2].chunk_version]})" in proc.stdout
     with pytest.raises(CribsheetError, match=f"chunk version {snaps[0].chunk_version} .* was reclaimed"):
         read_snapshot(index, snaps[0].chunk_version)
+
+
+def test_precompress_refuses_a_missing_index_or_no_compression_in_one_line(tmp_path: Path) -> None:
+    proc = run("precompress", "--index", str(tmp_path / "none.lancedb"), "--compression", "llmlingua:4", tmp=tmp_path)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "no index here" in lines[0], proc.stderr
+    proc = run("precompress", "--index", str(tmp_path / "none.lancedb"), tmp=tmp_path)
+    assert proc.returncode == 2 and "--compression" in proc.stderr
+    assert not (tmp_path / "none.lancedb").exists()

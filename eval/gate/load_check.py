@@ -13,14 +13,13 @@ halves alike does not.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from corpus.errors import CribsheetError
-from eval.store.schema import baseline_key
+from eval.store.load_figures import split_half_drift
 
 LATENCY_COLUMNS_OF = {
     "e2e_cold_s": "e2e_live_s",
@@ -64,29 +63,6 @@ class LoadCheck(BaseModel):
     offline_s: float | None = None
     """The candidate's mean offline bill per timed request (work it read but did not do: a recorded
     precompute step's compressions, index-time unit vectors); shown beside the speed-up, never in it."""
-
-
-def split_half_drift(blocks: Sequence[tuple[str, str, int, float]]) -> tuple[float | None, int]:
-    """(drift, questions) from time-ordered block ratios (run, question, repeat, ratio): each run's blocks
-    split into the first and the second half in time, per question the geometric mean ratio of each half,
-    and the geometric mean over questions of first / second.
-    """
-    by_run: dict[str, list[tuple[str, float]]] = defaultdict(list)
-    for run, question, _, ratio in blocks:
-        by_run[run].append((question, ratio))
-    diffs = []
-    for seq in by_run.values():
-        half = (len(seq) + 1) // 2
-        first: dict[str, list[float]] = defaultdict(list)
-        second: dict[str, list[float]] = defaultdict(list)
-        for i, (question, ratio) in enumerate(seq):
-            (first if i < half else second)[question].append(math.log(ratio))
-        for question in first.keys() & second.keys():
-            a, b = first[question], second[question]
-            diffs.append(sum(a) / len(a) - sum(b) / len(b))
-    if not diffs:
-        return None, 0
-    return math.exp(sum(diffs) / len(diffs)), len(diffs)
 
 
 def load_check(store: Any, run_ids: Sequence[str], base_hash: str, cand_hash: str, column: str) -> LoadCheck:
@@ -139,62 +115,3 @@ def load_text(check: LoadCheck | None) -> str:
     failed = f", {check.failed_slots} failed slots" if check.failed_slots else ""
     offline = f", offline bill {check.offline_s:.3f} s/request (not in the speed-up)" if check.offline_s else ""
     return f"{load}, {drift}{failed}{offline}"
-
-
-class PhaseLoad(BaseModel):
-    """A run's latency phase in three figures, for the run row, the terminal and the report."""
-
-    model_config = ConfigDict(frozen=True)
-
-    foreign_load: float | None = None
-    cores: int | None = None
-    load_avg: float | None = None
-    """The 1-minute load average when the phase began."""
-    drift: float | None = None
-    """The split-half drift furthest from 1 over every compressed setting against its uncompressed twin."""
-    drift_setting: str | None = None
-    failed_slots: int = 0
-
-
-def phase_load(store: Any, run_id: str, load_avg: float | None = None) -> PhaseLoad:
-    """The load figures of a run's latency phase: foreign load, the worst split-half drift of a compressed
-    setting against its uncompressed twin (same top-k, retrieval, reranker, layout, output), failed slots.
-    """
-    load, cores = store.foreign_load([run_id])
-    rows = store.leaderboard(run_id)
-    twins = {baseline_key(r): r["setting_hash"] for r in rows if r["compressor"] == "none"}
-    worst: tuple[float, str] | None = None
-    for r in rows:
-        twin = twins.get(baseline_key(r))
-        if r["compressor"] == "none" or twin is None:
-            continue
-        drift, _ = split_half_drift(store.block_ratios([run_id], twin, r["setting_hash"]))
-        if drift is not None and (worst is None or abs(math.log(drift)) > abs(math.log(worst[0]))):
-            worst = (drift, str(r["setting_name"]))
-    failed = sum(store.failed_slots([run_id], str(r["setting_hash"]))[0] for r in rows)
-    return PhaseLoad(
-        foreign_load=load,
-        cores=cores,
-        load_avg=load_avg,
-        drift=worst[0] if worst else None,
-        drift_setting=worst[1] if worst else None,
-        failed_slots=failed,
-    )
-
-
-def phase_text(load: PhaseLoad | None) -> str:
-    """One line on the load the latency phase ran under (the terminal's and the report's)."""
-    if load is None:
-        return "latency phase load: not measured (no probe questions)"
-    parts = [
-        f"other processes used {load.foreign_load:.1%} of the {load.cores} cores"
-        if load.foreign_load is not None
-        else "foreign load not recorded",
-    ]
-    if load.load_avg is not None:
-        parts.append(f"load average {load.load_avg:.2f} at the start")
-    if load.drift is not None:
-        parts.append(f"split-half drift {load.drift:.3f}x at worst ({load.drift_setting})")
-    if load.failed_slots:
-        parts.append(f"{load.failed_slots} failed slots")
-    return "latency phase load: " + "; ".join(parts)

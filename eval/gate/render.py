@@ -7,6 +7,7 @@ from typing import Any
 
 from eval.cells import cell
 from eval.gate.decision import GateDecision
+from eval.store.load_figures import latency_figures
 
 DECISION_COLUMNS = (
     "metric",
@@ -71,6 +72,8 @@ def markdown_report(d: GateDecision) -> str:
         "",
     ]
     lines += [f"- {r}" for r in d.reasons]
+    if d.latency is not None and latency_figures(d.latency):
+        lines += [f"- latency measured under: {latency_figures(d.latency)}"]
     if d.notes:
         lines += ["", "Differences between the runs:", *[f"- {n}" for n in d.notes]]
     lines += [

@@ -14,8 +14,9 @@ from eval.gate.decision import GateDecision, Labels, decide
 from eval.gate.load_check import LoadCheck, latency_column, load_check
 from eval.gate.policy import GatePolicy, GateRequest
 from eval.gate.render import decision_json, markdown_report
-from eval.gate.statistics import LatencyResult, geometric_ci
+from eval.gate.statistics import geometric_ci
 from eval.store import DuckDBStore, RunMeta, SettingRef
+from eval.store.load_figures import latency_figures
 from eval.store.rows import GateDecisionRow
 from eval.store.schema import baseline_key
 
@@ -62,6 +63,8 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
     base_rows, cand_rows = store.paired_samples(base_ref, cand_ref)
     notes += precision_differences(base_rows, cand_rows, notes)
     machines = {r.get("hardware_sha256") for rows in (base_rows, cand_rows) for r in rows.values()} - {None}
+    slot_machines = {r["hardware_sha256"] for ref in {base_ref.run_id, cand_ref.run_id} for r in store.slots(ref)}
+    machines = (slot_machines - {None}) or machines  # latency comes from the slots where the runs have them
     if policy.latency and len(machines) > 1:
         # Rows timed on different machines (Ray workers on unlike nodes) compare the machines, not the settings.
         notes.append(f"latency not compared: the samples were timed on {len(machines)} different machines")
@@ -270,21 +273,3 @@ def verdict_line(d: GateDecision) -> str:
     if figures:
         why += f"; {figures}"
     return f"{d.candidate} vs {d.baseline}: {d.decision.upper()} ({why})"
-
-
-def latency_figures(lat: LatencyResult) -> str:
-    """The figures a latency verdict stands on, in a few words: load, drift, failed slots, the offline bill,
-    the A/A twins.
-    """
-    parts = []
-    if lat.foreign_load is not None:
-        parts.append(f"foreign load {lat.foreign_load:.1%}")
-    if lat.drift is not None:
-        parts.append(f"drift {lat.drift:.3f}x")
-    if lat.failed_slots:
-        parts.append(f"{lat.failed_slots} failed slots")
-    if lat.offline_s:
-        parts.append(f"offline bill {lat.offline_s:.3f} s/request not in the speed-up")
-    if lat.aa_ratio is not None:
-        parts.append(f"A/A {lat.aa_ratio:.3f}x")
-    return ", ".join(parts)

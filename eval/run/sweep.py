@@ -16,7 +16,6 @@ from corpus.errors import CribsheetError, InputFileError
 from corpus.load import read_jsonl
 from corpus.models import Question
 from eval.engine.generator import WarmReport
-from eval.gate.load_check import PhaseLoad, phase_load
 from eval.metrics import cohen_kappa
 from eval.run.identity import file_sha256, setting_models_sha256
 from eval.run.latency import (
@@ -38,6 +37,7 @@ from eval.run.wiring import Components, build_components, index_identity
 from eval.settings import Setting, SweepConfig
 from eval.store import DuckDBStore, dumps
 from eval.store.lifecycle import RunTakenOver
+from eval.store.load_figures import PhaseLoad, phase_load
 
 SettingWrap = Callable[[Setting, str, Callable[[], SettingOutput]], SettingOutput]
 """Runs one setting's computation: (setting, run key, compute) -> its output (e.g. as a Prefect task)."""

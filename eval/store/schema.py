@@ -121,12 +121,13 @@ SELECT run_id, setting_name, setting_hash, any_value(retrieval) AS retrieval, an
        avg(citation_recall) AS citation_recall,
        avg((cache_hit_of IS NOT NULL)::DOUBLE) AS answer_cache_hit_rate,
        avg(faithfulness_model) AS faithfulness_model,
-       any_value(output) AS output, any_value(answer_cache) AS answer_cache
+       any_value(output) AS output, any_value(answer_cache) AS answer_cache,
+       avg(offline_s) FILTER (WHERE e2e_cold_s IS NOT NULL) AS mean_offline_s
 FROM samples GROUP BY run_id, setting_name, setting_hash""",
     # A setting is on the frontier when no other setting of the run is at least as good on answer token
-    # recall (the gate's answer metric) and at least as fast end to end (p50 of retrieve + rerank + cold
-    # compressor cost + TTFT run alone), and strictly better on one of them. Batch TTFT includes queueing:
-    # a throughput figure only.
+    # recall (the gate's answer metric) and at least as fast end to end (p50 of the whole request timed live
+    # in the latency phase: retrieve + rerank + compress + TTFT), and strictly better on one of them. Batch
+    # TTFT includes queueing: a throughput figure only.
     "v_pareto": """
 SELECT a.* FROM v_leaderboard a
 WHERE a.e2e_cold_p50_s IS NOT NULL AND a.answer_token_recall IS NOT NULL AND NOT EXISTS (
@@ -151,17 +152,30 @@ WHERE a.e2e_cold_p50_s IS NOT NULL AND a.answer_token_recall IS NOT NULL AND NOT
     # solved by Cramer's rule; `runs.prefill_a/_b` keep the older fit through 0), and R is the mean of
     # retrieve + rerank (and the answer cache's lookup) over the probes of the settings that share the
     # setting's baseline axes: another retrieval, reranker or cache has another bill. With the compressor's
-    # cold cost per input token k, its realized ratio r and the prompt's other tokens h, the end-to-end
+    # compress seconds per input token k (all three from the latency phase's slots: what each request did in
+    # its slot, never a stored bill), its realized ratio r and the prompt's other tokens h, the end-to-end
     # speed-up at context length C is
     #   S(C) = (R + T(C + h)) / (R + k*C + T(C/r + h)).
-    # Predicted at the setting's own context length (mean over its probe questions) beside the measured ratio
-    # of mean e2e_cold_s of its baseline (BASELINE_AXES: the same setting without compression) to its own over
-    # the probe questions; the break-even and 2x lengths are the first C of a 100-token grid up to 16,000
+    # Predicted at the setting's own context length (mean over its probe questions) beside the measured
+    # speed-up: the geometric mean over probe questions of its baseline's e2e_cold_s (BASELINE_AXES: the same
+    # setting without compression) over its own, each the median of the slots' live times;
+    # the break-even and 2x lengths are the first C of a 100-token grid up to 16,000
     # where S reaches 1 and 2 (NULL: not on that grid; beyond the longest probe the fit is extrapolated).
     "v_break_even": f"""
-WITH probes AS (
-    SELECT *, (prompt_tokens - coalesce(probe_cached_tokens, 0)) / 1000.0 AS x, probe_ttft_s AS y
-    FROM samples WHERE status = 'ok' AND e2e_cold_s IS NOT NULL AND probe_ttft_s IS NOT NULL),
+WITH parts AS (
+    SELECT run_id, setting_hash, question_id, median(retrieve_s + rerank_s) AS rr_live,
+           median(compress_s) AS compress_live
+    FROM latency_slots WHERE twin = 0 AND status = 'ok' AND e2e_live_s IS NOT NULL
+    GROUP BY run_id, setting_hash, question_id),
+probes AS (
+    -- A store from before the latency phase has no slots: its rows' stored bills stand in (their e2e_cold_s
+    -- was that sum), never mixed with a live figure in one row.
+    SELECT s.*, (s.prompt_tokens - coalesce(s.probe_cached_tokens, 0)) / 1000.0 AS x, s.probe_ttft_s AS y,
+           coalesce(p.rr_live, s.e2e_cold_s - s.probe_ttft_s - coalesce(s.compress_cold_seconds, 0)) AS rr_live,
+           CASE WHEN p.rr_live IS NULL THEN coalesce(s.compress_cold_seconds, 0) ELSE p.compress_live END
+             AS compress_live
+    FROM samples s LEFT JOIN parts p USING (run_id, setting_hash, question_id)
+    WHERE s.status = 'ok' AND s.e2e_cold_s IS NOT NULL AND s.probe_ttft_s IS NOT NULL),
 sums AS (
     SELECT run_id, count(*)::DOUBLE AS n, sum(x) AS sx, sum(x * x) AS sx2, sum(x * x * x) AS sx3,
            sum(x * x * x * x) AS sx4, sum(y) AS sy, sum(x * y) AS sxy, sum(x * x * y) AS sx2y,
@@ -180,10 +194,10 @@ cfg AS (
            any_value(target_ratio) AS target_ratio,
            {", ".join(f"any_value({axis}) AS {axis}" for axis in BASELINE_AXES)},
            avg(context_tokens_in) AS context_tokens,
-           sum(coalesce(compress_cold_seconds, 0)) / nullif(sum(context_tokens_in), 0) AS k,
+           sum(compress_live) / nullif(sum(context_tokens_in), 0) AS k,
            sum(context_tokens_in)::DOUBLE / nullif(sum(context_tokens_out), 0) AS r,
            avg(prompt_tokens - context_tokens_out) AS h,
-           sum(e2e_cold_s - probe_ttft_s - coalesce(compress_cold_seconds, 0)) AS rr_sum,
+           sum(rr_live) AS rr_sum,
            avg(e2e_cold_s) AS e2e_cold_mean_s, count(*) AS n_latency
     FROM probes GROUP BY run_id, setting_name, setting_hash),
 rr AS (
@@ -192,9 +206,16 @@ rr AS (
     GROUP BY c.run_id, c.setting_hash),
 m AS (
     SELECT c.*, f.t0, f.t1, f.t2, rr.rr, f.fit_points, b.setting_name AS baseline_setting,
-           b.e2e_cold_mean_s AS baseline_e2e_s
+           b.e2e_cold_mean_s AS baseline_e2e_s, pr.measured_speedup
     FROM cfg c JOIN fit f USING (run_id) JOIN rr USING (run_id, setting_hash)
     LEFT JOIN cfg b ON b.run_id = c.run_id AND b.compressor = 'none' AND {_same_baseline("c", "b")}
+    LEFT JOIN (
+        SELECT pc.run_id, pc.setting_hash, pb.setting_hash AS baseline_hash,
+               exp(avg(ln(pb.e2e_cold_s / pc.e2e_cold_s))) AS measured_speedup
+        FROM probes pc JOIN probes pb ON pb.run_id = pc.run_id AND pb.question_id = pc.question_id
+        WHERE pb.e2e_cold_s > 0 AND pc.e2e_cold_s > 0
+        GROUP BY pc.run_id, pc.setting_hash, pb.setting_hash) pr
+      ON pr.run_id = c.run_id AND pr.setting_hash = c.setting_hash AND pr.baseline_hash = b.setting_hash
     WHERE c.compressor <> 'none' AND c.r > 0),
 curve AS (
     SELECT m.run_id, m.setting_hash, g.c,
@@ -213,7 +234,7 @@ SELECT m.run_id, m.setting_name, m.setting_hash, m.compressor, m.target_ratio, m
        (m.rr + m.t0 + m.t1 * (m.context_tokens + m.h) / 1000 + m.t2 * pow((m.context_tokens + m.h) / 1000, 2))
          / nullif(m.rr + m.k * m.context_tokens + m.t0 + m.t1 * (m.context_tokens / m.r + m.h) / 1000
                   + m.t2 * pow((m.context_tokens / m.r + m.h) / 1000, 2), 0) AS predicted_speedup,
-       m.baseline_e2e_s / nullif(m.e2e_cold_mean_s, 0) AS measured_speedup,
+       m.measured_speedup,
        k.break_even_tokens, k.two_x_tokens, k.speedup_16k, m.baseline_setting,
        {", ".join(f"m.{axis}" for axis in BASELINE_AXES if axis != "top_k")}
 FROM m JOIN marks k USING (run_id, setting_hash)""",

@@ -134,7 +134,7 @@ def test_a_missing_figure_is_never_null_none_or_nan_on_the_page(tmp_path: Path) 
     page = html_report(store, "r1")
     text = re.sub(r"<svg.*?</svg>", "", page, flags=re.S)  # the plots' own path data is no text to read
     assert not re.search(r"\b(NULL|None|nan|NaN)\b", text), text
-    assert f"A/A noise floor 1.004x [{EMPTY}, {EMPTY}]" in text
+    assert f"A/A twins 1.004x [{EMPTY}, {EMPTY}]" in text
     failed = re.search(r"<tr><td>pruned-4x-k3</td>(.*?)</tr>", text)
     assert failed is not None and f"<td>{EMPTY}</td>" in failed.group(1)
     assert f"<td>{EMPTY}</td><td>{EMPTY}</td><td>1.80x</td>" in text  # the decision's latency row

@@ -239,3 +239,26 @@ def test_the_gate_refuses_latency_pairs_from_two_runs(setup: SweepSetup, tmp_pat
     decision = run_gate(across, policy)
     assert decision.decision == "undecided" and decision.latency is None
     assert any("timed in different runs" in n for n in decision.notes)
+
+
+def test_the_break_even_view_reads_the_slots_own_times_not_stored_bills(setup: SweepSetup) -> None:
+    """A stored answers-phase bill (here an absurd 100 s a context) no longer enters the model: R and k come
+    from what each request did in its slot, and the measured speed-up pairs the slots' medians per question
+    (review 2026-12-06 #8)."""
+    config, components = setup
+    config = config.model_copy(update={"probe_questions": 4, "probe_repeats": 1})
+    result = run_sweep(config, components(halving=HalvingCompressor(delay_s=0.002)))
+    store = DuckDBStore(config.store_path)
+    store.query("UPDATE samples SET compress_cold_seconds = 100.0 WHERE compressor = 'halving'")
+    rows = store.query("SELECT * FROM v_break_even WHERE run_id = ?", [result.run_id])
+    assert rows, "no break-even row"
+    slots = store.query(
+        "SELECT setting_hash, sum(compress_s) AS c, sum(retrieve_s + rerank_s) AS rr FROM latency_slots "
+        "WHERE twin = 0 AND status = 'ok' GROUP BY setting_hash"
+    )
+    by_hash = {r["setting_hash"]: r for r in slots}
+    for r in rows:
+        assert r["retrieve_rerank_s"] >= 0  # a stored 100 s bill subtracted from a live median read negative
+        assert r["cold_s_per_token"] < 1e-2  # seconds a token from the slots (ms), not 100 s a context
+        assert r["measured_speedup"] is not None and r["measured_speedup"] > 0
+        assert by_hash[r["setting_hash"]]["c"] > 0

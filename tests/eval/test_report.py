@@ -79,7 +79,8 @@ def test_report_markdown_has_the_bill_the_frontier_and_the_decisions() -> None:
     assert "![answer quality vs end-to-end latency](pareto.svg)" in md
     assert "| **none-k3** |" in md and "| llmlingua-4x |" in md and "| **none-k8** |" in md
     assert "**FAIL** (exit 1): llmlingua-4x vs none-k8 on 1000 paired questions; report gate.md" in md
-    assert "compressor cold s" in md and "end-to-end p50 s" in md
+    assert "answers-phase compressor s" in md and "end-to-end p50 s (live)" in md
+    assert "offline s / request (not in end-to-end)" in md
     assert "None yet" in report_markdown("r1", ROWS, [], None)
 
 
@@ -129,7 +130,7 @@ def test_missing_figures_are_the_empty_cell_mark_never_null_none_or_nan() -> Non
     faithfulness = [k for k, _, _ in BILL].index("faithfulness")
     assert board["degenerate-k3"][faithfulness] == EMPTY and board["degenerate-k3"].count(EMPTY) == 1
     assert board["pruned-4x-k3"].count("never") == 2 and "1.40x" in board["pruned-4x-k3"]
-    assert f"A/A noise floor 1.004x [{EMPTY}, {EMPTY}]" in md
+    assert f"A/A twins 1.004x [{EMPTY}, {EMPTY}]" in md
 
 
 def test_settings_that_sit_together_get_numbers_that_never_overlap_and_a_key_that_names_them() -> None:
