@@ -37,7 +37,7 @@ class LatencyRule(BaseModel):
     min_probes: int = Field(default=30, ge=2)
     """Questions with a serial latency measurement in both settings that a verdict needs (the sweep's
     `probe_questions` must reach it; fewer: undecided)."""
-    max_foreign_load: float = Field(default=0.25, ge=0.0, le=1.0)
+    max_foreign_load: float = Field(default=0.15, ge=0.0, le=1.0)
     """The largest share of the machine's cores other processes may use while the latency phase runs (CPU
     seconds they used over the slots' seconds times the cores); above it: no latency verdict."""
     drift_tolerance: float = Field(default=0.10, ge=0.0)
