@@ -202,6 +202,7 @@ def watch_shipped(store: DuckDBStore, run_id: str, policy_path: Path) -> GateDec
     speedups: dict[str, float] | None = None
     aa: tuple[float, float, float, int] | None = None
     check: LoadCheck | None = None
+    twin: SettingRef | None = None
     if policy.latency:
         # Latency is never compared across days: tonight's run measures the shipped setting again, paired with
         # its uncompressed twin in the same blocks, and the policy's latency rule applies to that pair.
@@ -215,10 +216,31 @@ def watch_shipped(store: DuckDBStore, run_id: str, policy_path: Path) -> GateDec
             column = latency_column(policy.latency.metric)
             check = load_check(store, [run_id], twin.setting_hash, tonight_ref.setting_hash, column)
     decision = decide({q: base[q] for q in common}, {q: cand[q] for q in common}, policy, labels, speedups, aa, check)
+    if decision.latency is not None and twin is not None:
+        decision = decision.model_copy(update={"latency": _pair_means(store, twin, tonight_ref, decision.latency)})
     notes.append(f"watch: {len(common)} questions held by both runs")
     decision = decision.model_copy(update={"notes": notes})
     store.add_decision(decision_row(decision, shipped_ref.setting_hash, tonight_ref.setting_hash))
     return decision
+
+
+def _pair_means(store: DuckDBStore, twin: SettingRef, shipped: SettingRef, latency: Any) -> Any:
+    """The watch's latency with the means of the pair its speed-up is of (tonight's twin, tonight's shipped
+    setting, over the probe questions), not of the shipped run's rows against tonight's (review #16).
+    """
+    twin_rows, ship_rows = store.paired_samples(twin, shipped)
+    metric = latency.metric
+    probed = [
+        q for q in twin_rows if q in ship_rows and None not in (twin_rows[q].get(metric), ship_rows[q].get(metric))
+    ]
+    if not probed:
+        return latency.model_copy(update={"baseline_mean": None, "candidate_mean": None})
+    return latency.model_copy(
+        update={
+            "baseline_mean": sum(twin_rows[q][metric] for q in probed) / len(probed),
+            "candidate_mean": sum(ship_rows[q][metric] for q in probed) / len(probed),
+        }
+    )
 
 
 def tonight_baseline(store: DuckDBStore, run_id: str, setting: SettingRef) -> SettingRef | None:

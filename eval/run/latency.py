@@ -104,8 +104,9 @@ class LiveRequest:
         parts: dict[str, Any] = {}
         start = time.perf_counter()
         if setting.answer_cache is not None:
-            embed = getattr(comps.embedder, "embed_query_uncached", comps.embedder.embed_query)
-            embed(question.question)
+            # Embedded once, as a first request does: the retrieval below reads this embedding (the query
+            # memory was cleared above), never a second computation of it.
+            comps.embedder.embed_query(question.question)
             if cache_hit:  # served from the answer cache: the lookup is the whole request
                 parts["e2e_live_s"] = time.perf_counter() - start
                 return parts
@@ -241,12 +242,19 @@ class NoiseFloor:
 
 
 def noise_floor(store: Any, run_id: str, baseline_hashes: Sequence[str], confidence: float = 0.95) -> NoiseFloor | None:
-    """The A/A ratio of a run (geometric mean over probe questions and baselines) with its bootstrap interval;
-    None when no baseline was measured twice.
+    """The A/A ratio of a run with its bootstrap interval over probe questions (the gate's unit): per question,
+    the geometric mean of its baselines' twin ratios, then the geometric mean over questions. None when no
+    baseline was measured twice.
     """
+    import math
+
     from eval.gate.statistics import geometric_ci
 
-    ratios = [r for h in baseline_hashes for r in store.slot_pairs(run_id, h, 0, run_id, h, 1).values()]
+    per_question: dict[str, list[float]] = {}
+    for h in baseline_hashes:
+        for q, r in store.slot_pairs(run_id, h, 0, run_id, h, 1).items():
+            per_question.setdefault(q, []).append(math.log(r))
+    ratios = [math.exp(sum(v) / len(v)) for v in per_question.values()]
     if len(ratios) < 2:
         return None
     ratio, low, high = geometric_ci(ratios, confidence)

@@ -102,7 +102,7 @@ class RunRow(Row):
     aa_ci_high: float | None = None
     """Bootstrap confidence interval of `aa_ratio` (over probe questions, the gate's confidence)."""
     aa_n: int | None = None
-    """Probe questions behind the A/A figure (summed over baselines)."""
+    """Probe questions behind the A/A figure (each question's baselines averaged first: the bootstrap unit)."""
     foreign_load: float | None = None
     """Latency phase: share of the machine's cores that other processes used while its slots were timed
     (their CPU seconds over the slots' seconds times the cores; NULL: no latency phase)."""

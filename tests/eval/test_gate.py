@@ -463,3 +463,21 @@ def test_run_differences_name_what_is_unknown_never_none() -> None:
         f"index version: {EMPTY} vs 3",
         f"packages: torch {EMPTY} -> 2.13.0, vllm 0.32.0 -> 0.33.0",
     ]
+
+
+def test_the_watchs_latency_means_are_of_the_pair_its_speed_up_is_of(store: DuckDBStore) -> None:
+    """Review 2026-12-06 #16: the speed-up is tonight's twin over tonight's shipped setting, and so are its
+    means now (they were the shipped run's rows against tonight's)."""
+    from eval.gate.run import _pair_means
+    from eval.gate.statistics import LatencyResult
+    from eval.store import SettingRef
+
+    twin = {"probe_ttft_s": [2.0] * N}
+    shipped = {"probe_ttft_s": [1.0] * N}
+    fill(store, "tonight", {"none": twin, "pruned": shipped}, meta={"pruned": {"compressor": "pruned"}})
+    refs = {r["setting_name"]: r for r in store.leaderboard("tonight")}
+    ref = {n: SettingRef(run_id="tonight", setting_hash=r["setting_hash"], setting_name=n) for n, r in refs.items()}
+    lat = LatencyResult(metric="probe_ttft_s", n=N, baseline_mean=9.0, candidate_mean=9.0, speedup=2.0,
+                        ci_low=1.9, ci_high=2.1, min_speedup=1.0, verdict="pass")  # fmt: skip
+    fixed = _pair_means(store, ref["none"], ref["pruned"], lat)
+    assert (fixed.baseline_mean, fixed.candidate_mean) == (pytest.approx(2.0), pytest.approx(1.0))
