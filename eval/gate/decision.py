@@ -157,6 +157,12 @@ def _latency(
     if blocked:
         reasons.extend(blocked)
         return latency.model_copy(update={"verdict": "undecided"})
+    if lat.max_offline_s is not None and check is not None and (check.offline_s or 0.0) > lat.max_offline_s:
+        reasons.append(
+            f"{lat.metric}: the candidate's requests read {check.offline_s:.3f} s of precomputed work each, over the "
+            f"policy's offline budget of {lat.max_offline_s:g} s (fail)"
+        )
+        return latency.model_copy(update={"verdict": "fail"})
     if latency.verdict != "pass":
         reasons.append(
             f"{lat.metric}: speed-up {latency.speedup:.2f}x, CI [{latency.ci_low:.2f}, "

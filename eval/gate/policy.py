@@ -40,6 +40,10 @@ class LatencyRule(BaseModel):
     max_foreign_load: float = Field(default=0.15, ge=0.0, le=1.0)
     """The largest share of the machine's cores other processes may use while the latency phase runs (CPU
     seconds they used over the slots' seconds times the cores); above it: no latency verdict."""
+    max_offline_s: float | None = Field(default=None, ge=0.0)
+    """An offline budget: the most seconds of precomputed work (a recorded precompute step's compressions,
+    index-time vectors) the candidate's requests may read, per request on average; above it the latency
+    verdict is FAIL, whatever the speed-up (None: no budget; the bill is still shown)."""
     drift_tolerance: float = Field(default=0.10, ge=0.0)
     """How far the speed-up may move from the first half of the latency phase to the second (per probe
     question, same questions in both halves): beyond 1 +/- this, no latency verdict."""

@@ -147,18 +147,45 @@ def test_load_check_reasons_stay_silent_on_a_quiet_steady_phase() -> None:
 
 @pytest.mark.real_load
 def test_the_meter_counts_a_process_outside_its_tree_and_not_its_own_children() -> None:
-    """A busy process that is not ours (orphaned by its shell) is foreign; a busy child of ours is not."""
+    """A busy process that is not ours (orphaned by its shell) is foreign: the meter counts at least its CPU
+    time over the span; a busy child of ours is in the meter's own tree (subtracted from the machine's)."""
+    import psutil
+
+    def cpu(pid: int) -> float:
+        t = psutil.Process(pid).cpu_times()
+        return float(t.user + t.system)
+
     meter = LoadMeter()
-    busy = "import time\nt = time.time()\nwhile time.time() - t < 3: pass\n"
-    mark = meter.start()
-    subprocess.run(["sh", "-c", f"{sys.executable} -c '{busy}' >/dev/null 2>&1 &"], check=True)
+    busy = "import time\nt = time.time()\nwhile time.time() - t < 4: pass\n"
+    started = subprocess.run(
+        ["sh", "-c", f"{sys.executable} -c '{busy}' >/dev/null 2>&1 & echo $!"], capture_output=True, text=True
+    )
+    orphan = int(started.stdout)
+    mark, before = meter.start(), cpu(orphan)
     time.sleep(2.0)
-    assert meter.foreign(mark) >= 1.0  # two seconds of a core, less its start-up
+    used = cpu(orphan) - before
+    foreign = meter.foreign(mark)
+    assert used > 0.2 and foreign >= 0.9 * used, (used, foreign)
+    assert orphan not in meter._own()
     child = subprocess.Popen([sys.executable, "-c", busy])
     try:
-        time.sleep(1.0)
-        own = meter._own()
-        assert own.get(child.pid, 0.0) >= 0.5  # our child's CPU is ours, subtracted from the machine's
+        deadline = time.monotonic() + 10
+        while meter._own().get(child.pid, 0.0) < 0.2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert meter._own().get(child.pid, 0.0) >= 0.2  # our child's CPU is counted as ours
     finally:
         child.kill()
         child.wait()
+
+
+def test_an_offline_budget_fails_a_candidate_whose_requests_read_more_precomputed_work() -> None:
+    ids = [f"q{i}" for i in range(6)]
+    rows = {q: {"status": "ok", "e2e_cold_s": 1.0} for q in ids}
+    speedups = dict.fromkeys(ids, 2.0)
+    labels = Labels(baseline="b", candidate="c", baseline_run="r", candidate_run="r")
+    check = LoadCheck(foreign_load=0.0, cores=2, drift=1.0, drift_n=6, offline_s=0.8)
+    free = GatePolicy(metrics=[], min_questions=2, latency=LatencyRule(min_probes=5))
+    assert decide(rows, rows, free, labels, speedups, None, check).decision == "pass"
+    budget = GatePolicy(metrics=[], min_questions=2, latency=LatencyRule(min_probes=5, max_offline_s=0.5))
+    d = decide(rows, rows, budget, labels, speedups, None, check)
+    assert d.decision == "fail" and any("offline budget of 0.5 s" in r for r in d.reasons), d.reasons
