@@ -12,6 +12,7 @@ from corpus.chunk import ChunkerConfig
 from corpus.embed import EMBEDDERS
 from corpus.errors import CribsheetError
 from corpus.models import Chunk
+from corpus.rules import rules_version as rules_version
 from corpus.sources import Skipped, SourceConfig
 
 TABLE = "chunks"
@@ -49,24 +50,11 @@ class IndexSpec(BaseModel):
     row, the sentences of every other block, from its document's outline; the `units` table); None without
     sentence vectors. An index from before units were stored is rebuilt."""
     rules: str | None = None
-    """sha256 of the source of the rules that cut documents into chunks, sentences and units
-    (`RULE_MODULES`): an edit to the chunker, the sentence splitter or the unit rules rebuilds the index, so
-    an incremental sync never mixes chunks cut by two versions of them."""
-
-
-RULE_MODULES = ("chunk.py", "text.py", "sentences.py", "units.py")
-"""The corpus modules whose rules decide where chunks, sentences and units begin and end."""
-
-
-def rules_version() -> str:
-    """sha256 over the source of `RULE_MODULES` (the code version an index's chunks and units were cut by)."""
-    import hashlib
-
-    here = Path(__file__).resolve().parent
-    h = hashlib.sha256()
-    for name in RULE_MODULES:
-        h.update(name.encode() + b"\x1f" + (here / name).read_bytes() + b"\x1e")
-    return h.hexdigest()[:16]
+    """sha256 of the code that cuts documents into chunks, sentences and units and embeds them
+    (`corpus.rules.rules_version`: the chunker, the sentence splitter, `indexed_text`, `Chunk.heading`, the
+    span pooling, `embed_batch` and what they call, without docstrings or comments): an edit to it rebuilds
+    the index, so an incremental sync never mixes vectors made by two versions of it; an edit elsewhere (a
+    stop word, a docstring) rebuilds nothing."""
 
 
 def rebuild_reasons(old: IndexSpec | None, new: IndexSpec) -> list[str]:
@@ -74,7 +62,7 @@ def rebuild_reasons(old: IndexSpec | None, new: IndexSpec) -> list[str]:
     if old is None:
         return []
     before, after = old.model_dump(), new.model_dump()
-    names = {"rules": "the chunker, sentence splitter or unit rules (their code) changed"}
+    names = {"rules": "the code that cuts or embeds chunks, sentences or units changed (`corpus.rules`)"}
     return [names.get(k, f"{k}: {before[k]!r} -> {after[k]!r}") for k in after if before.get(k) != after[k]]
 
 

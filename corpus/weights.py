@@ -16,13 +16,28 @@ import tempfile
 from pathlib import Path
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".onnx")
-SHAPING_SUFFIXES = (".json", ".txt", ".model", ".jinja", ".tiktoken")
+SHAPING_SUFFIXES = (".json", ".txt", ".model", ".jinja", ".tiktoken", ".py")
 """Besides the weights, the files that shape a model's outputs: tokenizer (`tokenizer.json`, `vocab.txt`,
 `merges.txt`, sentencepiece `.model`), its config and chat template (`tokenizer_config.json`,
-`chat_template.jinja`), `config.json`, `generation_config.json`, and sentence-transformers' modules, pooling
-and `max_seq_length` (`modules.json`, `1_Pooling/config.json`, `sentence_bert_config.json`)."""
-IGNORED_NAMES = ("card.json", "trainer_state.json", "README", "LICENSE", "NOTICE")
-"""Files of a model folder that describe it without shaping its outputs (names, or their stems)."""
+`chat_template.jinja`), `config.json`, `generation_config.json`, sentence-transformers' modules, pooling
+and `max_seq_length` (`modules.json`, `1_Pooling/config.json`, `sentence_bert_config.json`), and the
+modelling code a `trust_remote_code` model runs (`modeling_*.py`, `configuration_*.py`, `tokenization_*.py`,
+a sentence-transformers custom module)."""
+IGNORED_NAMES = (
+    "card.json",
+    "trainer_state.json",
+    "training_args",
+    "optimizer",
+    "scheduler",
+    "rng_state",
+    "scaler",
+    "README",
+    "LICENSE",
+    "NOTICE",
+)
+"""Files of a model folder that describe it or a trainer's state without shaping its outputs (names, or their
+stems): `training_args.bin` is written again by every training run, with other output paths or seeds, whatever
+the weights; a trainer's optimizer, scheduler, RNG and loss-scaler states resume training, never inference."""
 IGNORED_DIRS = (".git", ".cache", "runs")
 """Folders of a model folder left out; `checkpoint-*` folders (a trainer's resumable state) too."""
 _MEMORY: dict[str, str] = {}
@@ -88,8 +103,9 @@ def local_model(model: str) -> Path | None:
 
 
 def _shapes_outputs(relative: Path) -> bool:
-    """Whether a file of a model folder shapes the model's outputs: its weights, tokenizer, configs and
-    template (`WEIGHT_SUFFIXES`, `SHAPING_SUFFIXES`), not its card, licence or a trainer's checkpoints.
+    """Whether a file of a model folder shapes the model's outputs: its weights, tokenizer, configs,
+    template and modelling code (`WEIGHT_SUFFIXES`, `SHAPING_SUFFIXES`), not its card, licence, or a trainer's
+    arguments, state and checkpoints.
     """
     if any(part in IGNORED_DIRS or part.startswith("checkpoint-") for part in relative.parts[:-1]):
         return False

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from corpus.errors import CribsheetError
 from corpus.models import Question
 from eval.gate.policy import GatePolicy, GateRequest, SequentialPlan
-from eval.run.identity import RunIdentity
+from eval.run.identity import RunIdentity, setting_models_sha256
 from eval.settings import CompressionSpec, GridConfig, Setting, SweepConfig
 from eval.store.schema import baseline_key
 
@@ -103,10 +103,11 @@ def _sequence_id(
     seed: int,
     drawn: Sequence[Question],
 ) -> str:
-    """The gate's identity: the run identity of what it sweeps (`run`), the two settings, the policy, the plan
-    and the drawn questions in order.
+    """The gate's identity: the run identity of what it sweeps (`run`), the two settings with the weights of
+    the models each names alone (its reranker, compressor LM, unit scorer: the reuse key holds only the shared
+    ones), the policy, the plan and the drawn questions in order.
     """
-    payload = {
+    payload: dict[str, object] = {
         "run": run.reuse_key,
         "baseline": config.setting_hash(b),
         "candidate": config.setting_hash(c),
@@ -115,6 +116,9 @@ def _sequence_id(
         "seed": seed,
         "questions": [q.id for q in drawn],
     }
+    own = {"baseline": setting_models_sha256(config, b), "candidate": setting_models_sha256(config, c)}
+    if any(own.values()):  # a gate of settings that name no model of their own keeps its earlier id
+        payload["setting_models"] = own
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

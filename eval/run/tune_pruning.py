@@ -52,6 +52,13 @@ class TuneInputs:
 def refuse_judged(tune: list[Question], tune_path: Path, judged_path: Path) -> None:
     """Refuse tune questions that are also questions of `judged_path` by content (normalised text), whatever
     the files are called: knobs chosen on the judged set would be judged on themselves.
+
+    Not by gold document, unlike `train-scorer` (`eval.train.pairs.refuse_overlap`): a trained scorer holds
+    what it read of a document's units in its weights, and would score a judged question on that document
+    with them; tuning learns no text, only which of a few `pruned-auto` settings to use (a choice its bound
+    corrects for, Bonferroni over the grid), so a tune question about a judged document carries nothing of
+    the document into the judged run. Tune and judged questions from one corpus share documents; refusing
+    them would leave no tune set on a small corpus.
     """
     shared = shared_questions(tune, (q for _, q in read_jsonl(judged_path, Question)))
     if shared:

@@ -211,13 +211,25 @@ class RunLifecycle(StorePart):
         """The newest other run with the same reuse key that holds this setting's rows, with at most
         `max_failed_fraction` of them failed, computed with the same models the setting alone names
         (`models_sha256`: its reranker, compressor LM, unit scorer).
+
+        A failed row is copied only once it has failed twice: a source whose setting has failed rows is
+        reused only when another computation of the setting (not a copy of the same one) failed on exactly
+        the same questions. A transient failure (a timeout, an engine restart) is computed again by the next
+        run, instead of being copied into every later run and leaving each gate on it UNDECIDED; a failure
+        that comes back costs one computation more, then is copied like any row.
         """
         rows = self.query(
-            "SELECT r.run_id FROM runs r WHERE r.reuse_key = ? AND r.run_id <> ? AND ("
-            "SELECT avg((s.status <> 'ok')::DOUBLE) FROM samples s WHERE s.run_id = r.run_id AND s.setting_hash = ?"
-            ") <= ? AND EXISTS (SELECT 1 FROM settings t WHERE t.run_id = r.run_id AND t.setting_hash = ? "
-            "AND t.models_sha256 IS NOT DISTINCT FROM ?) ORDER BY r.started_at DESC LIMIT 1",
-            [reuse_key, run_id, setting_hash, max_failed_fraction, setting_hash, models_sha256],
+            "WITH computed AS (SELECT s.run_id, any_value(coalesce(s.reused_from_run, s.run_id)) AS origin, "
+            "avg((s.status <> 'ok')::DOUBLE) AS failed_share, count_if(s.status <> 'ok') AS n_failed, "
+            "list_sort(list(s.question_id) FILTER (WHERE s.status <> 'ok')) AS failed "
+            "FROM samples s JOIN runs r ON r.run_id = s.run_id WHERE r.reuse_key = ? AND s.setting_hash = ? "
+            "AND EXISTS (SELECT 1 FROM settings t WHERE t.run_id = s.run_id AND t.setting_hash = s.setting_hash "
+            "AND t.models_sha256 IS NOT DISTINCT FROM ?) GROUP BY s.run_id) "
+            "SELECT c.run_id FROM computed c JOIN runs r ON r.run_id = c.run_id "
+            "WHERE c.run_id <> ? AND c.failed_share <= ? AND (c.n_failed = 0 OR EXISTS ("
+            "SELECT 1 FROM computed d WHERE d.origin <> c.origin AND d.failed = c.failed)) "
+            "ORDER BY r.started_at DESC LIMIT 1",
+            [reuse_key, setting_hash, models_sha256, run_id, max_failed_fraction],
         )
         return str(rows[0]["run_id"]) if rows else None
 

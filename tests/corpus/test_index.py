@@ -217,10 +217,10 @@ def test_an_edit_to_the_chunking_rules_rebuilds_and_the_report_says_why(
     sync_index(docs, SentenceChunker(), HashEmbedder(), index)
     again = sync_index(docs, SentenceChunker(), HashEmbedder(), index)
     assert not again.rebuilt and again.rebuild_reasons == []
-    monkeypatch.setattr(index_module, "rules_version", lambda: "edited-rules")  # as after an edit to text.py
+    monkeypatch.setattr(index_module, "rules_version", lambda: "edited-rules")  # as after an edit to the splitter
     edited = sync_index(docs, SentenceChunker(), HashEmbedder(), index)
     assert edited.rebuilt and edited.rebuild_reasons == [
-        "the chunker, sentence splitter or unit rules (their code) changed"
+        "the code that cuts or embeds chunks, sentences or units changed (`corpus.rules`)"
     ]
 
 

@@ -214,3 +214,43 @@ def test_a_question_file_rewritten_while_a_sweep_starts_is_refused_and_nothing_i
             assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
     else:
         assert when == "during the read"  # refused before the store was opened
+
+
+def test_a_compressor_model_retrained_in_place_changes_the_sequential_gates_identity(tmp_path: Path) -> None:
+    """REVIEW #5: the run's reuse key holds only the shared models; the gate's identity also holds the weights
+    of each setting's own (here the LLMLingua compressor LM), so a retrain in place is another gate."""
+    from corpus.models import Question
+    from eval.gate.policy import GatePolicy, SequentialPlan
+    from eval.run.identity import RunIdentity
+    from eval.run.sequential_request import _sequence_id, pair_grid
+    from eval.settings import SweepConfig
+
+    lm = tmp_path / "lm"
+    lm.mkdir()
+    (lm / "model.safetensors").write_bytes(b"compressor LM v1")
+    config = SweepConfig.model_validate(
+        {
+            "index_path": str(tmp_path / "idx"), "questions_path": str(tmp_path / "q.jsonl"),
+            "store_path": str(tmp_path / "r.duckdb"), "compressor": {"model": str(lm)},
+            "grid": {"compressions": [{}, {"compressor": "llmlingua", "target_ratio": 2}]},
+        }
+    )  # fmt: skip
+    policy_path = tmp_path / "policy.yaml"
+    policy_path.write_text("version: 2\nconfidence: 0.9\nmetrics:\n  - {name: answer_contains, margin: 0.02}\n")
+    policy = GatePolicy.load(policy_path)
+    run = RunIdentity(
+        config_hash="c", samples_hash="s", questions_sha256="q", index_version=1, corpus_sha256="d",
+        index_sha256="i", index_build_id="b", git_commit="g", git_dirty=False, diff_sha256=None, code_sha256="x",
+        package_versions={}, hardware_sha256="h", ray_options=None, model_fingerprints={}, shared_models={},
+    )  # fmt: skip  # the shared models are unchanged: the same reuse key before and after
+    names = sorted(s.name for s in config.grid.expand())
+    _, b, c = pair_grid(config, next(n for n in names if n.startswith("none")), next(n for n in names if "lingua" in n))
+    drawn = [Question(id="q1", question="?", answers=["a"])]
+
+    def sequence_id() -> str:
+        return _sequence_id(config, run, b, c, policy, SequentialPlan(), 0, drawn)
+
+    before = sequence_id()
+    assert sequence_id() == before
+    (lm / "model.safetensors").write_bytes(b"compressor LM v2")  # retrained into the same folder
+    assert sequence_id() != before

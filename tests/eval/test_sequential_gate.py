@@ -282,3 +282,63 @@ def test_the_gate_pairs_latency_from_each_batchs_latency_phase(setup: SweepSetup
     store = DuckDBStore(req.sweep.store_path, read_only=True)
     slots = store.query("SELECT run_id, count(DISTINCT question_id) AS n FROM latency_slots GROUP BY run_id")
     assert {r["run_id"]: r["n"] for r in slots} == {run: 10 for run in outcome.runs}
+
+
+def test_a_reranker_retrained_in_place_is_another_gate_and_its_old_looks_are_not_read(
+    setup: SweepSetup, tmp_path: Path
+) -> None:
+    """REVIEW #5: the gate's identity covers the weights of a setting's own models (here the cross-encoder both
+    settings rerank with), not only the shared ones of the run's reuse key: a rerun after the reranker was
+    retrained into the same folder sweeps again instead of returning the looks of the old weights."""
+    from eval.rerank import DenseReranker
+    from tests.fakes import HashEmbedder
+
+    _, components = setup
+    ce = tmp_path / "ce"
+    ce.mkdir()
+    (ce / "model.safetensors").write_bytes(b"a cross-encoder")
+    reranker = f"cross-encoder:{ce}"
+    req = request(setup, tmp_path, tmp_path / "r.duckdb")
+    grid = req.sweep.grid.model_copy(update={"rerankers": [reranker], "top_ks": [1]})
+    req = req.model_copy(
+        update={
+            "sweep": req.sweep.model_copy(update={"grid": grid}),
+            "baseline": f"none-k1-hybrid-{reranker}",
+            "candidate": f"halving-2x-k1-hybrid-{reranker}",
+            "plan": SequentialPlan(batch=10, budget=20),
+        }
+    )
+
+    def comps(engine: ExtractingGenerator) -> Any:
+        built = components(engine)
+        built.rerankers[reranker] = DenseReranker(HashEmbedder())  # stands in for the model
+        return built
+
+    first = run_sequential_gate(req, comps(ExtractingGenerator()))
+    same = ExtractingGenerator()
+    assert run_sequential_gate(req, comps(same)).sequence_id == first.sequence_id and same.batches == []
+    (ce / "model.safetensors").write_bytes(b"the cross-encoder retrained")  # same folder, new weights
+    engine = ExtractingGenerator()
+    again = run_sequential_gate(req, comps(engine))
+    assert again.sequence_id != first.sequence_id
+    assert engine.batches  # swept with the new weights, not the old looks returned
+    assert not set(again.runs) & set(first.runs)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="REVIEW #22, gate side: `run_sequential_gate` keeps a stored look whose questions failed "
+    "(`stored`, `_sweeps_again` in eval/run/sequential_gate.py); the reuse side is fixed (eval/store/lifecycle.py)",
+)
+def test_a_rerun_sweeps_again_a_batch_whose_question_failed_transiently(setup: SweepSetup, tmp_path: Path) -> None:
+    """A transient failure leaves the gate UNDECIDED once, not forever: the rerun sweeps that batch again (its
+    failed setting computed afresh, not copied: `reusable_source`) and goes on to a decision."""
+    from tests.fakes import HalvingCompressor
+
+    _, components = setup
+    req = request(setup, tmp_path, tmp_path / "r.duckdb")
+    req = req.model_copy(update={"sweep": req.sweep.model_copy(update={"max_failed_fraction": 0.5})})
+    flaky = run_sequential_gate(req, components(halving=HalvingCompressor(fail_on="K2")))
+    assert flaky.decision == "undecided" and "failed in a setting" in flaky.reasons[0]
+    again = run_sequential_gate(req, components(ExtractingGenerator()))
+    assert again.decision == "fail" and all(not r.n_failed for r in again.looks)
