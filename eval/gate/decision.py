@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from eval.gate.load_check import LoadCheck, check_reasons
+from eval.gate.load_check import LoadCheck, latency_reasons
 from eval.gate.policy import GatePolicy
-from eval.gate.statistics import LatencyResult, MetricResult, aa_misses, judge_latency, judge_metric
+from eval.gate.statistics import LatencyResult, MetricResult, judge_latency, judge_metric
 from eval.metrics import POPULATIONS
 from eval.store import Record
 
@@ -114,11 +114,14 @@ def _latency(
     check: LoadCheck | None = None,
 ) -> LatencyResult | None:
     """The latency verdict (None: too few pairs), adding its reason to `reasons` unless it passed. `check`:
-    the latency phase's load figures (foreign load, split-half drift, failed slots), read by both gates.
+    the latency phase's load figures (foreign load, split-half drift, failed slots, A/A twins, offline bill),
+    judged by `latency_reasons`, the rule the sequential gate applies too; `aa` fills the check's A/A.
     """
     lat = policy.latency
     assert lat is not None
-    blocked = check_reasons(check, lat.max_foreign_load, lat.drift_tolerance, lat.metric) if check else []
+    if aa is not None:
+        check = (check or LoadCheck()).model_copy(update={"aa": aa})
+    blocked, failed = latency_reasons(check, lat) if check is not None else ([], [])
     pairs = [(x, y) for x, y in _paired(base, cand, ids, lat.metric) if x > 0 and y > 0]
     if speedups is None:
         speedups = {
@@ -127,11 +130,11 @@ def _latency(
     ratios = np.array([speedups[q] for q in ids if q in speedups], dtype=float)
     if len(ratios) < lat.min_probes:
         reasons.extend(blocked)
-        if not blocked or not check or not check.lost_questions:
-            failed = f"; {check.failed_slots} slots failed" if check and check.failed_slots else ""
+        if not check or not check.lost_questions:
+            lost = f"; {check.failed_slots} slots failed" if check and check.failed_slots else ""
             reasons.append(
                 f"{lat.metric}: only {len(ratios)} questions with a latency paired in one block of one run; the "
-                f"policy needs {lat.min_probes}{failed} (sweep with --probe-questions {lat.min_probes} or more)"
+                f"policy needs {lat.min_probes}{lost} (sweep with --probe-questions {lat.min_probes} or more)"
             )
         return None
     b, c = (np.array(x, dtype=float) for x in zip(*pairs, strict=True)) if pairs else (None, None)
@@ -145,23 +148,14 @@ def _latency(
                 failed_slots=check.failed_slots,
                 offline_s=check.offline_s,
             )
-        )
-    if aa is not None:
-        latency = latency.model_copy(update=dict(aa_ratio=aa[0], aa_ci_low=aa[1], aa_ci_high=aa[2], aa_n=aa[3]))
-        if aa_misses(aa[:3], lat.tolerance):
-            blocked.append(
-                f"{lat.metric}: no latency verdict: the A/A twins read {aa[0]:.3f}x [{aa[1]:.3f}, {aa[2]:.3f}] for two "
-                f"identical requests, missing 1 by more than the tolerance {lat.tolerance:g}: a request's place in its "
-                "block biased its time"
-            )
+            | (dict(aa_ratio=check.aa[0], aa_ci_low=check.aa[1], aa_ci_high=check.aa[2], aa_n=check.aa[3])
+               if check.aa else {})
+        )  # fmt: skip
     if blocked:
         reasons.extend(blocked)
         return latency.model_copy(update={"verdict": "undecided"})
-    if lat.max_offline_s is not None and check is not None and (check.offline_s or 0.0) > lat.max_offline_s:
-        reasons.append(
-            f"{lat.metric}: the candidate's requests read {check.offline_s:.3f} s of precomputed work each, over the "
-            f"policy's offline budget of {lat.max_offline_s:g} s (fail)"
-        )
+    if failed:
+        reasons.extend(failed)
         return latency.model_copy(update={"verdict": "fail"})
     if latency.verdict != "pass":
         reasons.append(

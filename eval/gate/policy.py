@@ -9,8 +9,28 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.errors import CribsheetError
-from eval.gate.load_check import LATENCY_COLUMNS_OF
 from eval.metrics import DIRECTIONS
+
+LATENCY_COLUMNS_OF = {
+    "e2e_cold_s": "e2e_live_s",
+    "e2e_latency_s": "e2e_live_s",
+    "e2e_paid_s": "e2e_live_s",
+    "probe_ttft_s": "ttft_s",
+    "prompt_tokens": "prompt_tokens",
+}
+"""A policy's latency metric -> the latency phase's slot column both gates read its ratio from. A metric
+without one (the batch's `ttft_s`, the stored compressor bills) is refused when a policy is loaded."""
+
+
+def latency_column(metric: str) -> str:
+    """The slot column of a latency metric (the one rule both gates use)."""
+    try:
+        return LATENCY_COLUMNS_OF[metric]
+    except KeyError:
+        raise CribsheetError(
+            f"latency metric '{metric}' has no column in the latency phase's slots; use one of "
+            f"{sorted(LATENCY_COLUMNS_OF)}"
+        ) from None
 
 
 class MetricRule(BaseModel):
@@ -39,7 +59,8 @@ class LatencyRule(BaseModel):
     `probe_questions` must reach it; fewer: undecided)."""
     max_foreign_load: float = Field(default=0.15, ge=0.0, le=1.0)
     """The largest share of the machine's cores other processes may use while the latency phase runs (CPU
-    seconds they used over the slots' seconds times the cores); above it: no latency verdict."""
+    seconds they used over the slots' seconds times the cores), over the phase and at the 90th percentile of
+    its slots; above it: no latency verdict."""
     max_offline_s: float | None = Field(default=None, ge=0.0)
     """An offline budget: the most seconds of precomputed work (a recorded precompute step's compressions,
     index-time vectors) the candidate's requests may read, per request on average; above it the latency

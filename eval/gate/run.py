@@ -78,7 +78,7 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
         notes += more
         if speedups is not None and base_ref.run_id == cand_ref.run_id:
             column = latency_column(policy.latency.metric)
-            check = load_check(store, [base_ref.run_id], base_ref.setting_hash, cand_ref.setting_hash, column)
+            check = load_check(store, [base_ref.run_id], base_ref.setting_hash, cand_ref.setting_hash, column, policy)
     if mismatch:
         decision = GateDecision.make("undecided", [mismatch], labels, policy)
     else:
@@ -214,7 +214,7 @@ def watch_shipped(store: DuckDBStore, run_id: str, policy_path: Path) -> GateDec
             speedups, aa, more = paired_latency(store, twin, tonight_ref, policy)
             notes += more + [f"latency: the shipped setting against {twin.setting_name}, both timed tonight"]
             column = latency_column(policy.latency.metric)
-            check = load_check(store, [run_id], twin.setting_hash, tonight_ref.setting_hash, column)
+            check = load_check(store, [run_id], twin.setting_hash, tonight_ref.setting_hash, column, policy)
     decision = decide({q: base[q] for q in common}, {q: cand[q] for q in common}, policy, labels, speedups, aa, check)
     if decision.latency is not None and twin is not None:
         decision = decision.model_copy(update={"latency": _pair_means(store, twin, tonight_ref, decision.latency)})

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from corpus.errors import InputFileError
 from corpus.models import Question
 from eval.gate.decision import EXIT_CODES, GateDecision, Labels, paired_arrays
-from eval.gate.load_check import check_reasons, latency_column, load_check
+from eval.gate.load_check import latency_column, latency_reasons, load_check
 from eval.gate.policy import GatePolicy, SequentialPlan
 from eval.gate.run import decision_row
 from eval.gate.sequential import SequentialLook, gate_looks, refuse_unbounded, sequential_decision
@@ -108,7 +108,9 @@ def run_sequential_gate(
     sequence_id = _sequence_id(config, run, b, c, policy, plan, request.seed, pool[:budget])
     store = store or DuckDBStore(config.store_path)
     rows = store.looks(sequence_id)
-    stored = {look.look: look.run_id for look in rows}
+    # A look whose batch had a failed question is swept again (its run's rows are recomputed unless the same
+    # questions fail a second time: `reusable_source`), so a transient failure does not stay UNDECIDED.
+    stored = {look.look: look.run_id for look in rows if not look.n_failed}
     owned = components is None and _sweeps_again(rows, math.ceil(budget / plan.batch))
     if owned:  # one engine for every batch, not one per batch
         from eval.run.wiring import build_components
@@ -170,9 +172,11 @@ class _Sequence:
             looks = _latest_looks(base, cand, ids, self.policy, plan, speedups)
             decision = sequential_decision(looks, self.policy)
             blocked = self._load_blocked(runs, column)
-            if blocked and decision != "continue":
-                # The fixed-n gate's load check: a busy machine or halves that disagree give no latency
-                # verdict; a quality metric's FAIL still stands.
+            if any(r.endswith("(fail)") for r in blocked):
+                decision = "fail"  # over the offline budget: fails whatever the speed-up, as fixed-n
+            elif blocked and decision != "continue":
+                # The fixed-n gate's load check: a busy machine, halves that disagree, a biased A/A give no
+                # latency verdict; a quality metric's FAIL still stands.
                 decision = "fail" if _quality_failed(looks, self.policy) else "undecided"
             if failed:  # as the fixed-n gate: a failed question decides nothing, and is never silently dropped
                 decision = "undecided"
@@ -193,13 +197,15 @@ class _Sequence:
         return _finish(self, decision, runs, base, cand, ids, extra)
 
     def _load_blocked(self, runs: Sequence[str], column: str) -> list[str]:
-        """The load check over every batch run so far (the fixed-n gate's rule): why latency may not decide."""
+        """The fixed-n gate's rule over every batch run so far (`latency_reasons`): why latency may not decide,
+        or why it fails whatever the speed-up (the offline budget).
+        """
         lat = self.policy.latency
         if lat is None:
             return []
         hb, hc = self.config.setting_hash(self.b), self.config.setting_hash(self.c)
-        check = load_check(self.store, runs, hb, hc, column)
-        return check_reasons(check, lat.max_foreign_load, lat.drift_tolerance, lat.metric)
+        blocked, failed = latency_reasons(load_check(self.store, runs, hb, hc, column, self.policy), lat)
+        return blocked + failed
 
 
 def _quality_failed(looks: dict[str, list[SequentialLook]], policy: GatePolicy) -> bool:
@@ -214,7 +220,7 @@ def _sweeps_again(rows: Sequence[GateLookRow], last: int) -> bool:
     """
     decided = {r.look for r in rows if r.decision != "continue"}
     stop = min(decided, default=last)
-    return not {r.look for r in rows} >= set(range(1, stop + 1))
+    return not {r.look for r in rows if not r.n_failed} >= set(range(1, stop + 1))
 
 
 def _samples(

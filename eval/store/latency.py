@@ -124,14 +124,14 @@ GROUP BY a.question_id""",
     def block_ratios(
         self, run_ids: Sequence[str], hash_a: str, hash_b: str, column: str = "e2e_live_s"
     ) -> list[tuple[str, str, int, float]]:
-        """Every block's paired ratio a / b (both twin 0, both ok), as (run, question, repeat, ratio), in the
-        order the blocks were measured (a block's time: its first slot's).
+        """Every block's paired ratio a / b (both twin 0, both ok), as (run/session, question, repeat, ratio), in
+        the order the blocks were measured (a block's time: its first slot's, on its session's clock).
         """
         if column not in SLOT_COLUMNS:
             raise ValueError(f"not a slot timing: {column}")
         rows = self.query(
             f"""
-SELECT a.run_id, a.question_id, a.repeat, a.{column} / b.{column} AS ratio,
+SELECT a.run_id || '/' || a.session_id AS session, a.question_id, a.repeat, a.{column} / b.{column} AS ratio,
   least(a.measured_at, b.measured_at) AS block_at
 FROM latency_slots a JOIN latency_slots b
   ON a.run_id = b.run_id AND a.session_id = b.session_id AND a.question_id = b.question_id AND a.repeat = b.repeat
@@ -140,19 +140,25 @@ WHERE list_contains(?, a.run_id) AND a.setting_hash = ? AND a.twin = 0 AND b.set
 ORDER BY block_at, a.question_id""",
             [list(run_ids), hash_a, hash_b],
         )
-        return [(str(r["run_id"]), str(r["question_id"]), int(r["repeat"]), float(r["ratio"])) for r in rows]
+        return [(str(r["session"]), str(r["question_id"]), int(r["repeat"]), float(r["ratio"])) for r in rows]
 
-    def foreign_load(self, run_ids: Sequence[str]) -> tuple[float | None, int | None]:
-        """The share of the machine's cores that other processes used while the runs' slots were timed (their
-        CPU seconds over the slots' seconds times the cores), and the cores; NULL where no slot recorded it.
+    def foreign_load(self, run_ids: Sequence[str]) -> tuple[float | None, float | None, int | None]:
+        """The share of the machine's cores that other processes used while the runs' slots were timed: over
+        the whole phase (their CPU seconds over the slots' seconds times the cores) and at the 90th percentile
+        of the slots (a burst through a tenth of the phase shows there, diluted in the mean), and the cores;
+        NULL where no slot recorded it.
         """
         rows = self.query(
-            "SELECT sum(foreign_cpu_s) / nullif(sum(slot_s * cores), 0) AS load, max(cores) AS cores "
+            "SELECT sum(foreign_cpu_s) / nullif(sum(slot_s * cores), 0) AS load, "
+            "quantile_cont(foreign_cpu_s / nullif(slot_s * cores, 0), 0.9) AS p90, max(cores) AS cores "
             "FROM latency_slots WHERE list_contains(?, run_id) AND foreign_cpu_s IS NOT NULL",
             [list(run_ids)],
         )
-        load = rows[0]["load"] if rows else None
-        return (float(load) if load is not None else None), (int(rows[0]["cores"]) if load is not None else None)
+        r = rows[0] if rows else {"load": None}
+        load, p90, cores = r["load"], r.get("p90"), r.get("cores")
+        if load is None or p90 is None or cores is None:
+            return None, None, None
+        return float(load), float(p90), int(cores)
 
     def offline_bill(self, run_ids: Sequence[str], setting_hash: str) -> float | None:
         """A setting's mean offline seconds per ok twin-0 slot over the runs (NULL: it read no offline work)."""

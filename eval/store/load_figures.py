@@ -15,11 +15,45 @@ from pydantic import BaseModel, ConfigDict
 from eval.store.schema import baseline_key
 
 
-def split_half_drift(blocks: Sequence[tuple[str, str, int, float]]) -> tuple[float | None, int]:
-    """(drift, questions) from time-ordered block ratios (run, question, repeat, ratio): each run's blocks
-    split into the first and the second half in time, per question the geometric mean ratio of each half,
-    and the geometric mean over questions of first / second.
+class Drift(BaseModel):
+    """The split-half drift of a pair's speed-up: the geometric mean over probe questions of (first-half ratio
+    / second-half ratio), with a percentile bootstrap interval over questions.
     """
+
+    model_config = ConfigDict(frozen=True)
+
+    ratio: float
+    low: float
+    high: float
+    n: int
+    """Probe questions measured in both halves."""
+
+    def fires(self, tolerance: float) -> bool:
+        """Beyond 1 +/- `tolerance` and its interval clear of 1: a change of regime, not sampling noise."""
+        return abs(math.log(self.ratio)) > math.log1p(tolerance) and not self.low <= 1.0 <= self.high
+
+
+def split_half_drift(
+    blocks: Sequence[tuple[str, str, int, float]], confidence: float = 0.95, resamples: int = 2000
+) -> Drift | None:
+    """The drift from time-ordered block ratios (session, question, repeat, ratio): each session's blocks
+    (one measuring process, one clock) split into the first and the second half in time, per question the
+    geometric mean ratio of each half; None when no question was measured in both halves (one block each).
+    """
+    diffs = _half_differences(blocks)
+    if not diffs:
+        return None
+    import numpy as np
+
+    values = np.array(diffs)
+    means = np.random.default_rng(0).choice(values, (resamples, len(values))).mean(axis=1)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return Drift(ratio=math.exp(values.mean()), low=math.exp(low), high=math.exp(high), n=len(diffs))
+
+
+def _half_differences(blocks: Sequence[tuple[str, str, int, float]]) -> list[float]:
+    """Per question (per session), the mean log-ratio of its first-half blocks minus its second-half ones."""
     by_run: dict[str, list[tuple[str, float]]] = defaultdict(list)
     for run, question, _, ratio in blocks:
         by_run[run].append((question, ratio))
@@ -33,9 +67,7 @@ def split_half_drift(blocks: Sequence[tuple[str, str, int, float]]) -> tuple[flo
         for question in first.keys() & second.keys():
             a, b = first[question], second[question]
             diffs.append(sum(a) / len(a) - sum(b) / len(b))
-    if not diffs:
-        return None, 0
-    return math.exp(sum(diffs) / len(diffs)), len(diffs)
+    return diffs
 
 
 class PhaseLoad(BaseModel):
@@ -57,7 +89,7 @@ def phase_load(store: Any, run_id: str, load_avg: float | None = None) -> PhaseL
     """The load figures of a run's latency phase: foreign load, the worst split-half drift of a compressed
     setting against its uncompressed twin (same top-k, retrieval, reranker, layout, output), failed slots.
     """
-    load, cores = store.foreign_load([run_id])
+    load, _, cores = store.foreign_load([run_id])
     rows = store.leaderboard(run_id)
     twins = {baseline_key(r): r["setting_hash"] for r in rows if r["compressor"] == "none"}
     worst: tuple[float, str] | None = None
@@ -65,9 +97,9 @@ def phase_load(store: Any, run_id: str, load_avg: float | None = None) -> PhaseL
         twin = twins.get(baseline_key(r))
         if r["compressor"] == "none" or twin is None:
             continue
-        drift, _ = split_half_drift(store.block_ratios([run_id], twin, r["setting_hash"]))
-        if drift is not None and (worst is None or abs(math.log(drift)) > abs(math.log(worst[0]))):
-            worst = (drift, str(r["setting_name"]))
+        drift = split_half_drift(store.block_ratios([run_id], twin, r["setting_hash"]))
+        if drift is not None and (worst is None or abs(math.log(drift.ratio)) > abs(math.log(worst[0]))):
+            worst = (drift.ratio, str(r["setting_name"]))
     failed = sum(store.failed_slots([run_id], str(r["setting_hash"]))[0] for r in rows)
     return PhaseLoad(
         foreign_load=load,

@@ -15,12 +15,13 @@ import pytest
 from corpus.errors import CribsheetError
 from eval.engine.generator import Probe
 from eval.gate.decision import Labels, decide
-from eval.gate.load_check import LoadCheck, latency_column, load_check, split_half_drift
+from eval.gate.load_check import LoadCheck, latency_column, latency_reasons, load_check
 from eval.gate.policy import GatePolicy, GateRequest, LatencyRule
 from eval.gate.run import run_gate
 from eval.run.load import LoadMeter
 from eval.run.sweep import run_sweep
 from eval.store import DuckDBStore
+from eval.store.load_figures import split_half_drift
 from eval.store.rows import LatencySlotRow
 from tests.fakes import ExtractingGenerator
 from tests.helpers import SweepSetup
@@ -89,11 +90,36 @@ def test_foreign_load_over_the_policys_limit_gives_no_latency_verdict(
 
 def test_split_half_drift_pairs_each_question_with_itself() -> None:
     # Question q1 is slow to compress, q2 fast: different ratios, but each the same in both halves.
-    blocks = [("r", "q1", 0, 4.0), ("r", "q2", 0, 1.0), ("r", "q1", 1, 4.0), ("r", "q2", 1, 1.0)]
-    assert split_half_drift(blocks) == (pytest.approx(1.0), 2)
+    steady = [("r", "q1", 0, 4.0), ("r", "q2", 0, 1.0), ("r", "q1", 1, 4.0), ("r", "q2", 1, 1.0)]
+    drift = split_half_drift(steady)
+    assert drift is not None and drift.ratio == pytest.approx(1.0) and drift.n == 2 and not drift.fires(0.1)
     moved = [("r", "q1", 0, 4.0), ("r", "q2", 0, 2.0), ("r", "q1", 1, 2.0), ("r", "q2", 1, 1.0)]
-    assert split_half_drift(moved) == (pytest.approx(2.0), 2)
-    assert split_half_drift([("r", "q1", 0, 2.0)]) == (None, 0)  # one block: nothing to compare
+    drift = split_half_drift(moved)
+    assert drift is not None and drift.ratio == pytest.approx(2.0) and drift.fires(0.1)
+    assert split_half_drift([("r", "q1", 0, 2.0)]) is None  # one block: nothing to compare
+
+
+def test_the_drift_check_needs_its_interval_clear_of_one_not_only_a_point_past_the_tolerance() -> None:
+    """Sampling noise moves the point estimate; a change of regime moves every question (review 2026-12-06
+    #1: a point-only rule fired by chance on noisy machines)."""
+    blocks = []
+    for r in range(2):
+        for q in range(30):  # the questions move apart both ways: the mean moves 13 %, its interval spans 1
+            moved = (2.0 if q % 2 else 0.64) if r == 1 else 1.0
+            blocks.append(("r", f"q{q}", r, 2.0 / moved))
+    drift = split_half_drift(blocks)
+    assert drift is not None and abs(drift.ratio - 1) > 0.1 and drift.low <= 1.0 <= drift.high, drift
+    assert not drift.fires(0.1)
+    together = [(s, q, r, x * (1.3 if r == 0 else 1.0)) for s, q, r, x in blocks if q not in ("q0",)]
+    regime = split_half_drift([(s, q, r, 2.0 * (1.2 if r == 0 else 1.0)) for s, q, r, _ in together])
+    assert regime is not None and regime.fires(0.1)  # every question moved 20 %: a change of regime
+
+
+def test_each_session_is_split_on_its_own_clock() -> None:
+    """On Ray every worker is a session: a worker whose clock runs ahead must not land wholly in one half."""
+    blocks = [("r/w0", "q1", 0, 2.0), ("r/w0", "q1", 1, 1.0), ("r/w1", "q2", 0, 2.0), ("r/w1", "q2", 1, 1.0)]
+    drift = split_half_drift(blocks)
+    assert drift is not None and drift.n == 2 and drift.ratio == pytest.approx(2.0)
 
 
 def _slot(question: str, setting: str, repeat: int, status: str, e2e: float | None) -> LatencySlotRow:
@@ -137,12 +163,28 @@ def test_a_latency_metric_without_a_slot_column_is_refused_when_the_policy_is_lo
 
 
 def test_load_check_reasons_stay_silent_on_a_quiet_steady_phase() -> None:
-    from eval.gate.load_check import check_reasons
-
-    quiet = LoadCheck(foreign_load=0.02, cores=2, drift=1.03, drift_n=30)
-    assert check_reasons(quiet, 0.25, 0.10, "e2e_cold_s") == []
+    rule = LatencyRule()
+    quiet = LoadCheck(foreign_load=0.02, foreign_load_p90=0.05, cores=2, drift=1.03, drift_low=0.99,
+                      drift_high=1.07, drift_n=30, paired=30)  # fmt: skip
+    assert latency_reasons(quiet, rule) == ([], [])
     busy = quiet.model_copy(update={"foreign_load": 0.5})
-    assert len(check_reasons(busy, 0.25, 0.10, "e2e_cold_s")) == 1
+    assert len(latency_reasons(busy, rule)[0]) == 1
+    burst = quiet.model_copy(update={"foreign_load_p90": 0.5})  # a tenth of the phase under load
+    assert len(latency_reasons(burst, rule)[0]) == 1
+    single = quiet.model_copy(update={"drift": None, "drift_low": None, "drift_high": None, "drift_n": 0})
+    assert "probe_repeats 2 or more" in latency_reasons(single, rule)[0][0]
+
+
+@pytest.mark.real_load
+def test_the_meter_subtracts_its_own_tree_from_the_busy_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The subtraction itself, on counters set by hand: busy 3 s, own tree 2.5 s (a child among them)."""
+    meter = LoadMeter(cgroup=None, cores=2)
+    busy = iter([10.0, 13.0])
+    own = iter([{1: 1.0, 2: 0.0}, {1: 1.5, 2: 2.0}])
+    monkeypatch.setattr(LoadMeter, "_busy", lambda self: next(busy))
+    monkeypatch.setattr(LoadMeter, "_own", lambda self: next(own))
+    mark = meter.start()
+    assert meter.foreign(mark) == pytest.approx(0.5)
 
 
 @pytest.mark.real_load

@@ -325,11 +325,6 @@ def test_a_reranker_retrained_in_place_is_another_gate_and_its_old_looks_are_not
     assert not set(again.runs) & set(first.runs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="REVIEW #22, gate side: `run_sequential_gate` keeps a stored look whose questions failed "
-    "(`stored`, `_sweeps_again` in eval/run/sequential_gate.py); the reuse side is fixed (eval/store/lifecycle.py)",
-)
 def test_a_rerun_sweeps_again_a_batch_whose_question_failed_transiently(setup: SweepSetup, tmp_path: Path) -> None:
     """A transient failure leaves the gate UNDECIDED once, not forever: the rerun sweeps that batch again (its
     failed setting computed afresh, not copied: `reusable_source`) and goes on to a decision."""
