@@ -236,7 +236,7 @@ class SweepConfig(BaseModel):
     """Questions (lowest sha256 of id) whose latency the latency phase measures, for every setting of the run."""
     probe_repeats: int = Field(default=3, ge=1)
     """Blocks per probe question in the latency phase: each block times every setting's whole request once
-    (the baselines twice, for the A/A noise floor) in a seeded random order; a question's figure is the median
+    (the baselines twice, for the A/A twins) in a seeded random order; a question's figure is the median
     over its blocks."""
     latency_seed: int = 0
     """Seeds the order of the requests inside each block."""

@@ -92,8 +92,14 @@ def check_inputs(project: Project, project_file: Path) -> None:
         return
     if not path.is_file():
         raise CribsheetError(f"{where}: questions.path: {path}: question file not found")
+    seen: set[str] = set()
+    count = 0
     try:
-        count = sum(1 for _ in read_jsonl(path, Question))
+        for lineno, question in read_jsonl(path, Question):
+            if question.id in seen:  # the store's key: found here, not as a constraint error after the sweep
+                raise CribsheetError(f"{path}:{lineno}: duplicate question id '{question.id}'")
+            seen.add(question.id)
+            count += 1
     except CribsheetError as exc:  # InputFileError names the file and line
         raise CribsheetError(f"{where}: questions.path: {exc}") from None
     if count == 0:

@@ -191,7 +191,7 @@ def decide(
 
     Latency is decided on per-question paired ratios baseline / candidate: `speedups` (by question id, from
     the latency phase's slots of one run and session: `DuckDBStore.slot_pairs`), or else each question's
-    ratio of the two rows' latency columns. `aa` is the baseline's A/A noise floor in the same run (ratio, CI
+    ratio of the two rows' latency columns. `aa` is the baseline's A/A twins in the same run (ratio, CI
     low, CI high, n): an interval that misses 1 by more than the policy's tolerance gives no latency verdict.
     `check` (the latency phase's foreign load, split-half drift and failed slots) gives none either when the
     machine was busy, the halves disagree, or a probe question's every slot failed.

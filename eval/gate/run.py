@@ -96,7 +96,7 @@ def paired_latency(
     store: DuckDBStore, base: SettingRef, cand: SettingRef, policy: GatePolicy
 ) -> tuple[dict[str, float] | None, tuple[float, float, float, int] | None, list[str]]:
     """The latency the gate may read: per-question paired ratios baseline / candidate from the latency phase's
-    slots (one run, one session, the same blocks) and the baseline's A/A noise floor; two settings timed in
+    slots (one run, one session, the same blocks) and the baseline's A/A twins; two settings timed in
     different runs give no pairs (an empty dict). None for the ratios: a store from before the latency phase
     (the rows' latency columns are read, and a note says so). Returns (ratios, A/A, notes).
     """

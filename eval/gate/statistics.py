@@ -194,7 +194,7 @@ def geometric_ci(
     ratios: Any, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
 ) -> tuple[float, float, float]:
     """Geometric mean of per-question ratios and its percentile bootstrap interval over questions: the one
-    latency estimand of the fixed-n gate, the sequential gate's clipped log-ratios and the A/A noise floor.
+    latency estimand of the fixed-n gate, the sequential gate's clipped log-ratios and the A/A twins.
     """
     logs = np.log(np.asarray(ratios, dtype=float))
     if len(logs) == 0 or not np.all(np.isfinite(logs)):

@@ -268,8 +268,8 @@ def measure_run(
     owner: tuple[int, str] | None = None,
 ) -> tuple[int, NoiseFloor | None]:
     """The latency phase of one run in this process: the blocks not yet stored, then each probe question's
-    latency summarised into its sample rows and the run's A/A noise floor. Returns (blocks measured now,
-    the noise floor).
+    latency summarised into its sample rows and the run's A/A twins. Returns (blocks measured now,
+    the A/A figure).
     """
     done = store.measured_blocks(phase.run_id, phase.hashes)
     hits = store.cache_hit_pairs(phase.run_id)

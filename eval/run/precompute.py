@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from corpus.errors import CribsheetError
 from corpus.retrieve import IndexIdentity
 from corpus.table import open_table
+from eval.run.load import own_cpu_seconds
 
 TABLE = "precomputes"
 """The index's table of precompute records (one row per step run; LanceDB appends a version each)."""
@@ -50,11 +51,12 @@ class PrecomputeRecord(BaseModel):
     seconds: float
     """Wall seconds of the step."""
     cpu_seconds: float
-    """CPU seconds of this process and its children over the step."""
+    """CPU seconds of this process and its children over the step (measured)."""
     seconds_per_chunk: float
     """Compute seconds per chunk, from the cached entries' own costs (whoever computed them)."""
     corpus_cpu_hours: float
-    """The whole snapshot's compression bill in CPU-hours (cores x the entries' seconds)."""
+    """The whole snapshot's compression bill in CPU-hours: the step's measured CPU time scaled from the chunks
+    it computed to all of them."""
     started_at: dt.datetime
     finished_at: dt.datetime
     host: str
@@ -70,20 +72,6 @@ def _texts(index_path: Path, version: int, batch: int) -> Iterator[list[str]]:
         texts = [t for t in rows if t]
         for i in range(0, len(texts), batch):
             yield texts[i : i + batch]
-
-
-def _cpu_seconds() -> float:
-    import psutil
-
-    me = psutil.Process()
-    total = 0.0
-    for proc in [me, *me.children(recursive=True)]:
-        try:
-            t = proc.cpu_times()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        total += float(t.user + t.system)
-    return total
 
 
 def precompress(
@@ -106,20 +94,23 @@ def precompress(
         raise CribsheetError(
             f"{name}: only a query-agnostic compressor can be precomputed (its output ignores the question)"
         )
-    started, t0, cpu0 = dt.datetime.now(dt.UTC), time.perf_counter(), _cpu_seconds()
+    from corpus.lease import reader_lease
+
+    started, t0, cpu0 = dt.datetime.now(dt.UTC), time.perf_counter(), own_cpu_seconds()
     chunks = computed = 0
     billed = 0.0
-    for texts in _texts(index_path, index.version, batch):
-        before = compressor.calls
-        result = compressor.compress(texts, "", ratio)
-        compressor.flush()
-        chunks += len(texts)
-        computed += compressor.calls - before
-        billed += result.cold_seconds or 0.0
-        tick(chunks)
+    with reader_lease(index_path, index.version):  # `cribsheet reclaim` keeps the snapshot while it is read
+        for texts in _texts(index_path, index.version, batch):
+            before = compressor.calls
+            result = compressor.compress(texts, "", ratio)
+            compressor.flush()
+            chunks += len(texts)
+            computed += compressor.calls - before
+            billed += result.cold_seconds or 0.0
+            tick(chunks)
     if not chunks:
         raise CribsheetError(f"{index_path}: the snapshot at chunk version {index.version} holds no chunk text")
-    seconds = time.perf_counter() - t0
+    seconds, cpu_seconds = time.perf_counter() - t0, own_cpu_seconds() - cpu0
     _, hw_sha = hardware_digest()
     record = PrecomputeRecord(
         compressor=name,
@@ -131,9 +122,11 @@ def precompress(
         chunks=chunks,
         computed=computed,
         seconds=seconds,
-        cpu_seconds=_cpu_seconds() - cpu0,
+        cpu_seconds=cpu_seconds,
         seconds_per_chunk=billed / chunks,
-        corpus_cpu_hours=billed * (os.cpu_count() or 1) / 3600,
+        # Measured CPU time scaled to the whole snapshot (chunks found in the cache cost this step nothing);
+        # where everything was cached, the entries' own seconds times the cores that computed them.
+        corpus_cpu_hours=(cpu_seconds * chunks / computed if computed else billed * (os.cpu_count() or 1)) / 3600,
         started_at=started,
         finished_at=dt.datetime.now(dt.UTC),
         host=socket.gethostname(),

@@ -66,10 +66,21 @@ class SettingWorker:
 
     def begin(self, hashes: list[str], session_id: str, hits: set[tuple[str, str]], first: Question) -> None:
         """Start this worker's part of the latency phase: one discarded request per setting on `first`."""
+        from eval.run.precompute import precomputed_for
+        from eval.run.wiring import index_identity
+
         runner, config = self.runner, self.runner.config
         self.hits = hits
+        # The precompute records of this very snapshot, matched on this worker's own compressors (their
+        # identity), as the single-process phase does: requests read what a recorded step made, nothing else.
+        found = precomputed_for(
+            config.index_path,
+            index_identity(config, self.comps.index_version),
+            self.comps.compressors,
+            {(s.compressor, s.target_ratio) for s in self.settings},
+        )
         self.phase = LatencyPhase(
-            LiveRequest(self.comps, runner.layout, runner.prefix, runner.n_candidates),
+            LiveRequest(self.comps, runner.layout, runner.prefix, runner.n_candidates, frozenset(found)),
             self.settings,
             hashes,
             runner.run_id,

@@ -121,7 +121,7 @@ def phase_text(load: PhaseLoad | None) -> str:
         else "foreign load not recorded",
     ]
     if load.load_avg is not None:
-        parts.append(f"load average {load.load_avg:.2f} at the start")
+        parts.append(f"load average {load.load_avg:.2f} as it began (the sweep's own work included)")
     if load.drift is not None:
         parts.append(f"split-half drift {load.drift:.3f}x at worst ({load.drift_setting})")
     if load.failed_slots:

@@ -54,6 +54,11 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
         '{"id": "a", "question": "Q?", "answers": ["x"]}\n{"id": "b", "answers": "x"\n',
         "questions.path: {dir}/bad.jsonl:2: invalid JSON",
     ),
+    "questions duplicate id": (
+        {"questions": {"path": "dup.jsonl"}},
+        '{"id": "a", "question": "Q?", "answers": ["x"]}\n{"id": "a", "question": "R?", "answers": ["y"]}\n',
+        "questions.path: {dir}/dup.jsonl:2: duplicate question id 'a'",
+    ),
     "generator folder": (
         {"generator": {"name": "fake", "model": "./models/none-here"}},
         "",
