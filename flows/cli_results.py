@@ -1,4 +1,6 @@
-"""Commands over data and stored results: `dataset`, `questions`, `report`, `gate`, `export`, `reclaim`."""
+"""Commands over data and stored results: `dataset`, `questions`, `report`, `gate`, `export` (`reclaim`, an
+operation on the index, is in `flows.cli_index`).
+"""
 
 from __future__ import annotations
 
@@ -201,44 +203,3 @@ def export(
     for path in written:
         out.print(str(path))
     show_path(parquet)
-
-
-@app.command()
-def reclaim(
-    index_path: Annotated[Path, typer.Option("--index", help="LanceDB index folder.")],
-    store: Annotated[
-        list[Path], typer.Option(help="Results store whose runs' snapshots are kept; repeat for every store.")
-    ] = [],  # noqa: B006
-    keep_last: Annotated[int, typer.Option(help="The latest snapshots kept whatever the stores name.")] = 1,
-    keep_only_latest: Annotated[
-        bool, typer.Option(help="Name no store: keep only the latest --keep-last snapshots (and readers' leases).")
-    ] = False,
-) -> None:
-    """Remove the index builds older than what any stored run needs (chunk versions and side tables together)."""
-    from corpus.reclaim import reclaim_index
-    from eval.store import DuckDBStore
-
-    if not store and not keep_only_latest:
-        fail(
-            "no --store named: name every results store whose runs read this index (repeat --store), "
-            "or pass --keep-only-latest to keep only the latest --keep-last snapshots"
-        )
-    if store and keep_only_latest:
-        fail("--keep-only-latest keeps no stored run's snapshot; give it or --store, not both")
-    try:
-        stores = [DuckDBStore(path, read_only=True) for path in store]  # a missing one is named before any lock
-        rep = reclaim_index(index_path, lambda: [pin for s in stores for pin in s.index_pins()], keep_last)
-    except CribsheetError as exc:
-        fail(str(exc))
-    for line in rep.unknown_claims:
-        out.print(f"names no whole committed snapshot here (nothing kept for it): {line}", highlight=False)
-    for lease in rep.stale_leases:
-        out.print(f"removed the lease of a reader that is gone: {lease}", highlight=False)
-    trimmed = sum(rep.trimmed_tables.values())
-    out.print(
-        f"kept snapshots {rep.kept_snapshots} (claimed {rep.claimed_snapshots}); removed "
-        f"{len(rep.removed_versions)} chunk versions, {len(rep.dropped_tables)} side tables and {trimmed} "
-        "side-table versions",
-        highlight=False,
-    )
-    show_path(index_path)

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from corpus.errors import CribsheetError
 from flows.app import app, error_message, prepare_environment
 from flows.terminal import fail, out, progress, show_path
+
+if TYPE_CHECKING:
+    from eval.train.card import ScorerCard
 
 
 class TrainKind(StrEnum):
@@ -106,6 +109,11 @@ def train_scorer(
             card = run_training(inputs, rules, config, tick)
     except (CribsheetError, ValueError) as exc:
         fail(error_message(exc))
+    _print_card(card, out_dir)
+
+
+def _print_card(card: ScorerCard, out_dir: Path) -> None:
+    """What `train-scorer` wrote: pairs, steps and loss, the held-out AUC against the bundled bi-encoder's."""
     curve = card.loss_curve
     loss = f", loss {curve[0][1]:.3f} -> {curve[-1][1]:.3f}" if curve else ""
     out.print(

@@ -68,11 +68,28 @@ def test_bad_question_file_one_line_error_and_no_store(tmp_path: Path, tiny_corp
     assert "q.jsonl:2: field 'answers'" in line
 
 
+COMMANDS = (
+    "precompress", "init", "run", "demo", "dataset", "questions", "report", "gate", "export", "train-scorer",
+    "index", "reclaim", "sweep", "warm", "tune-pruning",
+)  # fmt: skip
+"""Every command, in the order `--help` lists them (the order `flows/cli.py` imports the command modules)."""
+
+
 def test_help_lists_every_command(tmp_path: Path) -> None:
     proc = run("--help", tmp=tmp_path)
     assert proc.returncode == 0
-    for command in ("index", "sweep", "warm", "report", "demo", "dataset"):
-        assert command in proc.stdout
+    listed = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("│ ") and line[2] != " "]
+    assert [c for c in listed if c in COMMANDS] == list(COMMANDS), proc.stdout
+
+
+def test_every_command_module_is_imported_by_the_entry_point() -> None:
+    """A new `flows/cli_*.py` module registers its commands only when `flows/cli.py` imports it."""
+    import ast
+
+    tree = ast.parse((ROOT / "flows" / "cli.py").read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    modules = {f"flows.{p.stem}" for p in (ROOT / "flows").glob("cli_*.py")}
+    assert modules <= imported, sorted(modules - imported)
 
 
 def test_help_in_a_pipe_is_readable_not_squeezed(tmp_path: Path) -> None:

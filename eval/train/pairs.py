@@ -137,8 +137,11 @@ def split_of(question: Question, share: float) -> Literal["train", "validation"]
     return "validation" if held else "train"
 
 
-def read_questions(path: Path, limit: int | None = None) -> list[Question]:
-    """Answerable questions with references from a JSONL question file (the first `limit`)."""
+def read_training_questions(path: Path, limit: int | None = None) -> list[Question]:
+    """The questions a scorer can learn from, in a JSONL question file: the answerable ones with reference
+    answers (the first `limit` of them). Not `eval.run.sweep.read_questions`, which keeps every question of a
+    sweep's file and returns the digest the run's identity checks.
+    """
     found = [q for _, q in read_jsonl(path, Question) if q.answerable and q.answers]
     found = found[:limit] if limit else found
     if not found:

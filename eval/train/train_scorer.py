@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from corpus.digests import file_sha256
 from corpus.embed import EMBEDDERS, Embedder
 from corpus.errors import CribsheetError
 from corpus.lease import reader_lease
@@ -33,7 +34,7 @@ from eval.train.pairs import (
     pairs_digest,
     passage_pool,
     read_pairs,
-    read_questions,
+    read_training_questions,
     refuse_overlap,
     split_of,
     write_pairs,
@@ -57,11 +58,6 @@ class ScorerInputs:
     """Only the first N questions."""
     work: Path | None = None
     """Pairs and checkpoints (None: `.OUT.training` beside the model folder)."""
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file's bytes."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def work_folder(inputs: ScorerInputs) -> Path:
@@ -165,7 +161,7 @@ def train_scorer(
     """Train a unit scorer from `inputs` and write it, with its card, to `inputs.out`."""
     rules, config = rules or PairRules(), config or TrainConfig()
     tick = progress or (lambda stage, done, total: None)
-    questions = read_questions(inputs.questions_path, inputs.limit)
+    questions = read_training_questions(inputs.questions_path, inputs.limit)
     for held in inputs.not_on:
         refuse_overlap(questions, inputs.questions_path, [q for _, q in read_jsonl(held, Question)], held)
     restore_interrupted_swap(inputs.out)
