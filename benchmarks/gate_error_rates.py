@@ -33,6 +33,12 @@ Questions used: n at the first decision; a path still undecided at the budget co
 Part 3, a metric that barely moves (`low_variance`): 95 % of paired differences equal; each bet's questions
 to decide and its false pass at the boundary (5 % of pairs losing everything). Not built from any sweep.
 
+Part 4, a grid (benchmarks/gate_grid.py, docs/sequential.md "Error control across the grid"): k = 5 and 10
+candidates against one baseline, some at the boundary, some clearly worse, some clearly fine, planted from the
+same outcomes; the family-wise false pass (any boundary or worse candidate passing) and the power at +margin of
+per-comparison gating (today) and of Holm's step-down (eval/gate/family.py), fixed-n and sequential.
+`--grid-only` runs this part alone; `--skip-grid` leaves it out.
+
 No store (this checkout has none unless a sweep ran): `--stand-in` uses a stand-in population with the
 published character of the bundled 135M generator's outcomes (2,900 questions; token recall 0 for 45 %, 1
 for 40 %, uniform in between for 15 %; the candidate keeps the baseline's outcome for 45 % of questions and
@@ -41,6 +47,7 @@ The last line is one JSON object. Usage:
   .venv/bin/python benchmarks/gate_error_rates.py --store runs/generated/results.duckdb \
       --baseline none-k8-hybrid-dense --candidate llmlingua-4x-k8-hybrid-dense [--trials 200]
   .venv/bin/python benchmarks/gate_error_rates.py --stand-in --skip-fixed-scan
+  .venv/bin/python benchmarks/gate_error_rates.py --stand-in --grid-only
 """
 
 from __future__ import annotations
@@ -414,6 +421,12 @@ def main() -> None:
         default="steady",
         help="the sequential rule's bet (SequentialPlan.bet)",
     )
+    parser.add_argument("--grid-only", action="store_true", help="run part 4 (the grid) alone")
+    parser.add_argument("--skip-grid", action="store_true", help="leave out part 4 (the grid)")
+    parser.add_argument("--grid-trials", type=int, default=600, help="part 4: fixed-n trials")
+    parser.add_argument("--grid-resamples", type=int, default=1000, help="part 4: bootstrap draws per p-value")
+    parser.add_argument("--grid-replicates", type=int, default=4000, help="part 4: sequential paths")
+    parser.add_argument("--grid-n", type=int, default=0, help="part 4: fixed n (0: 80 %% power at +margin)")
     args = parser.parse_args()
     from corpus.runtime import quiet_offline_env
 
@@ -453,10 +466,16 @@ def main() -> None:
         "population": len(base),
         "population_source": "store" if args.store.is_file() else "stand-in",
     }
-    if not args.skip_fixed_scan:
+    if not args.skip_fixed_scan and not args.grid_only:
         report |= fixed_scan(base, cand, fixed_policy, metric, args)
-    report["sequential"] = looking_again(base, cand, policy, metric, args)
-    report["low_variance"] = low_variance(policy, args)
+    if not args.grid_only:
+        report["sequential"] = looking_again(base, cand, policy, metric, args)
+        report["low_variance"] = low_variance(policy, args)
+    if not args.skip_grid:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks.gate_grid
+        from benchmarks.gate_grid import grid_part
+
+        report["grid"] = grid_part(base, cand, policy, metric, args, (plant, wilson_high))
     print(json.dumps(report))
 
 

@@ -218,6 +218,22 @@ def confidence_sequence(
     return np.array(times), np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
 
 
+def _latency_logs(
+    base: np.ndarray, cand: np.ndarray, floor: float, plan: SequentialPlan, metric: str
+) -> tuple[np.ndarray, float]:
+    """Per-question log speed-ups log(baseline / candidate), unclipped, and the clipping span log B."""
+    base, cand = _checked(base, cand, metric)
+    if np.any(base <= 0) or np.any(cand <= 0):
+        raise CribsheetError(f"{metric}: latencies must be positive (drop questions without a measurement first)")
+    span = float(np.log(plan.latency_bound))
+    if not -span < np.log(floor) < span:
+        raise CribsheetError(
+            f"{metric}: speed-up floor {floor:g} lies outside the assumed per-question bound "
+            f"[1/{plan.latency_bound:g}, {plan.latency_bound:g}]; raise SequentialPlan.latency_bound"
+        )
+    return np.log(base / cand), span
+
+
 def latency_looks(
     base: np.ndarray,
     cand: np.ndarray,
@@ -232,16 +248,7 @@ def latency_looks(
     and never with a clipped pair: the stated error rates would not hold), fail once its upper bound is at or
     below it.
     """
-    base, cand = _checked(base, cand, metric)
-    if np.any(base <= 0) or np.any(cand <= 0):
-        raise CribsheetError(f"{metric}: latencies must be positive (drop questions without a measurement first)")
-    span = float(np.log(plan.latency_bound))
-    if not -span < np.log(floor) < span:
-        raise CribsheetError(
-            f"{metric}: speed-up floor {floor:g} lies outside the assumed per-question bound "
-            f"[1/{plan.latency_bound:g}, {plan.latency_bound:g}]; raise SequentialPlan.latency_bound"
-        )
-    raw = np.log(base / cand)
+    raw, span = _latency_logs(base, cand, floor, plan, metric)
     ratio = np.clip(raw, -span, span)
     beyond = np.cumsum(np.abs(raw) > span)
     cumulative = np.cumsum(ratio)
@@ -289,6 +296,49 @@ def gate_looks(
         floor = lat.min_speedup * (1 - lat.tolerance)  # the fixed-n gate's floor
         looks[lat.metric] = latency_looks(base, cand, floor, alphas[lat.metric], plan, lat.metric, lat.min_probes)
     return looks
+
+
+def metric_capital(
+    base: np.ndarray, cand: np.ndarray, margin: float, plan: SequentialPlan, higher_is_better: bool = True
+) -> np.ndarray:
+    """Log capital of the pass-side (up) bet at the non-inferiority boundary after each paired question, as
+    its running maximum: the e-process behind `metric_looks`' pass (the test passes at level a once it
+    reaches log(1/a)), read whole, without stopping at a decision. 1 / exp(this) is an anytime-valid
+    p-value (`eval.gate.family`).
+    """
+    x, boundary = _metric_unit(base, cand, margin, "metric", higher_is_better)
+    up, _ = log_wealth(x, boundary, *plan_bets(x, boundary, plan))
+    return np.asarray(up)
+
+
+def latency_capital(
+    base: np.ndarray, cand: np.ndarray, floor: float, plan: SequentialPlan, metric: str = "e2e_cold_s"
+) -> np.ndarray:
+    """`metric_capital` of the speed-up test of `latency_looks` (clipped log-ratios, the speed-up floor)."""
+    raw, span = _latency_logs(base, cand, floor, plan, metric)
+    x = (np.clip(raw, -span, span) + span) / (2 * span)
+    boundary = (float(np.log(floor)) + span) / (2 * span)
+    up, _ = log_wealth(x, boundary, *plan_bets(x, boundary, plan))
+    return np.asarray(up)
+
+
+def gate_capitals(
+    pairs: Mapping[str, tuple[np.ndarray, np.ndarray]], policy: GatePolicy, plan: SequentialPlan
+) -> dict[str, np.ndarray]:
+    """Each deciding test's `metric_capital` / `latency_capital`, keyed as `gate_looks` keys its looks; a test
+    without values is left out (no evidence: its p-value is 1).
+    """
+    capitals: dict[str, np.ndarray] = {}
+    for rule in policy.metrics:
+        if not rule.advisory and rule.name in pairs and len(pairs[rule.name][0]):
+            base, cand = pairs[rule.name]
+            capitals[rule.name] = metric_capital(base, cand, rule.margin, plan, DIRECTIONS.get(rule.name, True))
+    lat = policy.latency
+    if lat and lat.metric in pairs and len(pairs[lat.metric][0]):
+        base, cand = pairs[lat.metric]
+        floor = lat.min_speedup * (1 - lat.tolerance)
+        capitals[lat.metric] = latency_capital(base, cand, floor, plan, lat.metric)
+    return capitals
 
 
 UNBOUNDED = frozenset(
