@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from corpus.cluster import RayOptions
+from corpus.digests import file_sha256 as file_sha256  # re-exported: eval.run.sweep and provenance import it here
 from corpus.retrieve import IndexIdentity
 from corpus.runtime import hardware, installed_versions
 from corpus.weights import weights_fingerprint
@@ -193,15 +194,6 @@ def code_sha256(root: Path | None = None, plugins: Sequence[str] = ()) -> str:
         h.update(f"plugin:{name}\x1f".encode())
         for path in files:
             h.update(path.name.encode() + b"\x1f" + path.read_bytes() + b"\x1e")
-    return h.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with Path(path).open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
     return h.hexdigest()
 
 

@@ -157,8 +157,9 @@ WHERE a.e2e_cold_p50_s IS NOT NULL AND a.answer_token_recall IS NOT NULL AND NOT
     # speed-up at context length C is
     #   S(C) = (R + T(C + h)) / (R + k*C + T(C/r + h)).
     # Predicted at the setting's own context length (mean over its probe questions) beside the measured
-    # speed-up: the geometric mean over probe questions of its baseline's e2e_cold_s (BASELINE_AXES: the same
-    # setting without compression) over its own, each the median of the slots' live times;
+    # speed-up: the mean e2e_cold_s of its baseline (BASELINE_AXES: the same setting without compression) over
+    # its own on the probe questions both hold (a ratio of means, the model's own estimand at the mean
+    # length), each the median of the slots' live times;
     # the break-even and 2x lengths are the first C of a 100-token grid up to 16,000
     # where S reaches 1 and 2 (NULL: not on that grid; beyond the longest probe the fit is extrapolated).
     "v_break_even": f"""
@@ -211,7 +212,7 @@ m AS (
     LEFT JOIN cfg b ON b.run_id = c.run_id AND b.compressor = 'none' AND {_same_baseline("c", "b")}
     LEFT JOIN (
         SELECT pc.run_id, pc.setting_hash, pb.setting_hash AS baseline_hash,
-               exp(avg(ln(pb.e2e_cold_s / pc.e2e_cold_s))) AS measured_speedup
+               avg(pb.e2e_cold_s) / avg(pc.e2e_cold_s) AS measured_speedup
         FROM probes pc JOIN probes pb ON pb.run_id = pc.run_id AND pb.question_id = pc.question_id
         WHERE pb.e2e_cold_s > 0 AND pc.e2e_cold_s > 0
         GROUP BY pc.run_id, pc.setting_hash, pb.setting_hash) pr
