@@ -129,6 +129,12 @@ def _run_project(project_file: Path, label: str) -> int:
         with engine_log(log), progress(), reachable_prefect():
             result = project_flow(project_file)
     except (CribsheetError, ValueError) as exc:
+        if log is not None and log.exists() and not log.stat().st_size:
+            log.unlink()  # refused before anything ran: no empty log left behind, none named
+            for folder in (log.parent, log.parent.parent):  # the folders made for it, when nothing else is there
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
+            log = None
         fail(error_message(exc), log=log)
     sweep = result.sweep
     for stage, secs in sweep.stage_seconds.items():
