@@ -28,14 +28,16 @@ from corpus.index_tables import _has_vector_index as _has_vector_index
 from corpus.index_tables import _ledger as _ledger
 from corpus.index_tables import _needs_optimize as _needs_optimize
 from corpus.index_tables import _refresh_indices as _refresh_indices
+from corpus.index_tables import _refresh_side_indices as _refresh_side_indices
 from corpus.index_tables import _replace as _replace
 from corpus.index_tables import _restore as _restore
 from corpus.index_tables import _sql_list as _sql_list
+from corpus.index_tables import add_side_rows
 from corpus.index_tables import new_side_rows as new_side_rows
 from corpus.known_docs import KnownDocs
 from corpus.models import Document
 from corpus.runtime import release_memory
-from corpus.sentences import SENTENCE_TABLE, UNIT_TABLE, add_sentences, can_pool_sentences
+from corpus.sentences import SENTENCE_TABLE, UNIT_TABLE, can_pool_sentences
 from corpus.snapshot import (
     IndexSnapshot,
     Ledger,
@@ -287,15 +289,14 @@ def _sync(
 
     names = {kind: side_table_name(kind, build_id) for kind in (SENTENCE_TABLE, UNIT_TABLE)}
     existing_tables = set(table_names(db))
-    sentences: Any = db.open_table(names[SENTENCE_TABLE]) if names[SENTENCE_TABLE] in existing_tables else None
-    units: Any = db.open_table(names[UNIT_TABLE]) if names[UNIT_TABLE] in existing_tables else None
+    sides: dict[str, Any] = {kind: db.open_table(n) if n in existing_tables else None for kind, n in names.items()}
     wrote_sides = False
     # The digest sums of the snapshot, updated with what this sync writes and removes (O(what changed)).
     ledger = Ledger() if full or table is None else _ledger(path, table, current)
 
     def embedded() -> Iterator[EmbeddedBatch]:
         """Each embedded batch, its coverage counted and its sentence vectors stored."""
-        nonlocal sentences, units, wrote_sides
+        nonlocal wrote_sides
         for done in pool.map(batches()):
             for c in done.coverage:
                 words["parser"] += c.parser_words
@@ -303,18 +304,12 @@ def _sync(
                 if c.coverage < opts.min_coverage:
                     low.append(c)
             # side tables before the chunks they belong to: no committed chunk lacks its sentences
-            if done.sentences is not None and done.sentences.num_rows:
-                fresh = new_side_rows(sentences, done.sentences)
-                if fresh.num_rows:
-                    ledger.add(SENTENCE_TABLE, side_rows_sum(fresh))
-                    sentences = add_sentences(db, sentences, fresh, names[SENTENCE_TABLE])
-                    wrote_sides = True
-            if done.units is not None and done.units.num_rows:
-                fresh = new_side_rows(units, done.units)
-                if fresh.num_rows:
-                    ledger.add(UNIT_TABLE, side_rows_sum(fresh))
-                    units = add_sentences(db, units, fresh, names[UNIT_TABLE])
-                    wrote_sides = True
+            for kind, rows in ((SENTENCE_TABLE, done.sentences), (UNIT_TABLE, done.units)):
+                if rows is not None and rows.num_rows:
+                    sides[kind], fresh = add_side_rows(db, sides[kind], rows, names[kind])
+                    if fresh.num_rows:
+                        ledger.add(kind, side_rows_sum(fresh))
+                        wrote_sides = True
             ledger.add("chunks", chunk_rows_sum(done.data))
             ledger.add("corpus", corpus_pairs_sum((doc.id, digest) for doc, digest in done.batch))
             counts["chunks_written"] += done.data.num_rows
@@ -339,15 +334,8 @@ def _sync(
     if full or counts["added"] or counts["changed"] or gone:
         _refresh_indices(table, n_chunks, opts, compact=not full)
         if wrote_sides:
-            from lancedb.index import BTree
-
-            for side in (sentences, units):  # lookups stay fast as the tables grow
-                if side is not None and not any("key" in getattr(i, "columns", []) for i in side.list_indices()):
-                    # built once; rows added later are found by a scan of the unindexed fragments, so a nightly
-                    # sync never rebuilds it over the whole table
-                    side.create_index("key", config=BTree(), replace=True)
+            _refresh_side_indices(sides.values(), opts)
     if full or current is None or int(table.version) != current.chunk_version or wrote_sides:
-        sides = {SENTENCE_TABLE: sentences, UNIT_TABLE: units}
         current = commit_snapshot(db, table, sides, build_id, ledger)
     has_ann = _has_vector_index(table)
     low.sort(key=lambda c: (c.coverage, c.doc_id))

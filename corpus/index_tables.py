@@ -1,6 +1,7 @@
 """The table steps of an index sync (`corpus.index`): the digest ledger it starts from and keeps in step, a
-batch's chunks replaced and its new side rows, the tables put back to the committed snapshot, orphan side tables
-dropped, and the full-text and vector indices built or folded in.
+batch's chunks replaced and its new side rows appended, the tables put back to the committed snapshot, orphan
+side tables dropped, and the indices (full-text, vector, the `doc_id` and side-table `key` BTrees) built or
+folded in by one rule, `fold_fraction`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from corpus.snapshot import (
     corpus_pairs_sum,
     latest_ledger,
     open_side_table,
+    table_names,
     uncovered_tables,
 )
 from corpus.table import IndexOptions
@@ -85,6 +87,24 @@ def new_side_rows(table: Any, rows: Any) -> Any:
     return rows.take(pa.array([i for i, k in enumerate(keys) if k not in held], type=pa.int64()))
 
 
+def add_side_rows(db: Any, table: Any, rows: Any, name: str) -> tuple[Any, Any]:
+    """A batch's rows into the content-addressed side table `name` of one build (`sentences-<build>`: vectors;
+    `units-<build>`: a chunk's units), created on first use: the table, and the rows added, which are the
+    batch's `new_side_rows` against it. So every key it appends is new and a plain append keeps one row a
+    key (no merge on `key`, which joins the batch against the whole table); a key already stored keeps its
+    row (a sentence shared by two chunks keeps its first chunk's vector, in a full build as in a sync).
+    """
+    if table is None and name in table_names(db):
+        table = db.open_table(name)  # filter against what is stored, however the caller came to lack it
+    fresh = new_side_rows(table, rows)
+    if not fresh.num_rows:
+        return table, fresh
+    if table is None:
+        return db.create_table(name, data=fresh), fresh
+    table.add(fresh)
+    return table, fresh
+
+
 def _restore(db: Any, table: Any, current: IndexSnapshot) -> None:
     """Put the chunk table and the build's side tables back to the committed snapshot's versions when a sync
     that never committed (killed) wrote after it: its rows are in no snapshot and in none of the snapshot's
@@ -100,9 +120,12 @@ def _restore(db: Any, table: Any, current: IndexSnapshot) -> None:
 
 def _replace(table: Any, done: EmbeddedBatch, existing: KnownDocs) -> int:
     """A batch's new chunks in, the old chunks of its changed documents out: a delete filtered on those
-    documents and an append, each reading only what it touches (LanceDB's merge with a delete of rows not
-    matched by the source scans the whole table). Two commits, neither named by a snapshot until the sync's
-    last step, and undone by `_restore` when the sync dies between them.
+    documents and an append (LanceDB's merge with a delete of rows not matched by the source scans the whole
+    table). The delete finds its rows through the `doc_id` BTree plus a scan of the rows the BTree does not
+    cover yet (those written since the last fold, at most about `fold_fraction` of the table); an index from
+    before the BTree scans the `doc_id` column until its next sync that writes creates it. Two commits,
+    neither named by a snapshot until the sync's last step, and undone by `_restore` when the sync dies
+    between them.
     """
     replaced = [doc.id for doc, _ in done.batch if doc.id in existing]
     for i in range(0, len(replaced), 500):
@@ -112,14 +135,22 @@ def _replace(table: Any, done: EmbeddedBatch, existing: KnownDocs) -> int:
 
 
 def _refresh_indices(table: Any, n_chunks: int, opts: IndexOptions, compact: bool = True) -> None:
-    """Full-text and (past `ann_threshold`) vector indices; `compact` folds merged batches into the indices and
-    compacts their fragments (a fresh table, written in one stream, has nothing to fold or compact).
+    """Full-text, `doc_id` BTree and (past `ann_threshold`) vector indices, each created when missing;
+    `compact` folds merged batches into the indices and compacts their fragments, by `_needs_optimize` (a
+    fresh table, written in one stream, has nothing to fold or compact).
     """
     names = {str(getattr(ix, "index_type", "")) for ix in table.list_indices()}
     if "FTS" not in names:
         from lancedb.index import FTS
 
         table.create_index("content", config=FTS(), replace=True)
+    if not _has_index_on(table, "doc_id"):
+        from lancedb.index import BTree
+
+        # a sync's reads and deletes of changed documents (`doc_id IN (...)`) then touch those documents'
+        # rows and the unfolded ones, not the whole column; a document has few chunks, so a BTree (a bitmap
+        # suits columns of few distinct values)
+        table.create_index("doc_id", config=BTree(), replace=True)
     if n_chunks >= opts.ann_threshold and not _has_vector_index(table):
         from lancedb import index as kinds
 
@@ -136,11 +167,29 @@ def _refresh_indices(table: Any, n_chunks: int, opts: IndexOptions, compact: boo
         table.optimize(cleanup_older_than=KEEP_VERSIONS)
 
 
+def _refresh_side_indices(sides: Iterable[Any], opts: IndexOptions) -> None:
+    """The `key` BTree of each side table a sync or build wrote, by the chunk table's rule: compacted and
+    folded (`optimize`) once `_needs_optimize` says so, then the BTree created if missing. Lookups
+    (`new_side_rows`, the `pruned` compressor's `SentenceVectors`) scan only the rows the BTree does not
+    cover, so their share stays under about `fold_fraction` instead of growing night after night until a
+    rebuild.
+    """
+    for side in sides:
+        if side is None:
+            continue
+        if _needs_optimize(side, side.count_rows(), opts):  # removes no version, like the chunk table's fold
+            side.optimize(cleanup_older_than=KEEP_VERSIONS)
+        if not _has_index_on(side, "key"):
+            from lancedb.index import BTree
+
+            side.create_index("key", config=BTree(), replace=True)
+
+
 def _needs_optimize(table: Any, n_chunks: int, opts: IndexOptions) -> bool:
-    """Whether a sync folds its rows into the indices now: when the rows no index covers, or the small
-    fragments, pass `opts.fold_fraction` of the table (searches read unindexed rows by a scan meanwhile, so
-    results are the same). A nightly sync of a few documents then costs what it wrote, not a pass over the
-    whole index.
+    """Whether a sync folds its rows into the indices now: when the rows some index does not cover, or the
+    small fragments, pass `opts.fold_fraction` of the table's `n_chunks` rows (searches and filtered reads
+    scan unindexed rows meanwhile, so results are the same). A nightly sync of a few documents then costs
+    what it wrote, not a pass over the whole index. The same rule for the chunk table and the side tables.
     """
     unindexed = max((getattr(ix, "num_unindexed_rows", 0) or 0 for ix in table.list_indices()), default=0)
     small = int(table.stats()["fragment_stats"]["num_small_fragments"])
@@ -148,4 +197,8 @@ def _needs_optimize(table: Any, n_chunks: int, opts: IndexOptions) -> bool:
 
 
 def _has_vector_index(table: Any) -> bool:
-    return any("vector" in getattr(ix, "columns", []) for ix in table.list_indices())
+    return _has_index_on(table, "vector")
+
+
+def _has_index_on(table: Any, column: str) -> bool:
+    return any(column in getattr(ix, "columns", []) for ix in table.list_indices())

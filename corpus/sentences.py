@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from corpus.embed import Embedder
-from corpus.snapshot import table_names
 from corpus.text import sentence_spans
 
 SENTENCE_TABLE = "sentences"
@@ -250,20 +249,3 @@ class SentenceVectors:
             for key, seconds in zip(rows.column("key").to_pylist(), rows.column("seconds").to_pylist(), strict=True):
                 costs[keys[key]] = float(seconds or 0.0)
         return found, costs
-
-
-def add_sentences(db: Any, table: Any, rows: Any, name: str) -> Any:
-    """A batch's rows into the content-addressed side table `name` of one build (`sentences-<build>`:
-    vectors; `units-<build>`: a chunk's units), created on first use; the table. A key already stored keeps
-    its row (a sentence shared by two chunks keeps its first chunk's vector, in a full build as in a sync).
-    """
-    keys = rows.column("key").to_pylist()
-    first = list({k: i for i, k in reversed(list(enumerate(keys)))}.values())
-    if len(first) < len(keys):  # two texts differing only in outer whitespace share a key: keep the first
-        rows = rows.take(sorted(first))
-    if table is None and name in table_names(db):
-        table = db.open_table(name)
-    if table is None:
-        return db.create_table(name, data=rows)
-    table.merge_insert("key").when_not_matched_insert_all().execute(rows)
-    return table
