@@ -180,4 +180,22 @@ class LanceCompressionCache:
         self.table.merge_insert("key").when_not_matched_insert_all().execute(data)
         n = len(self.pending)
         self.pending = {}
+        self._fold()
         return n
+
+    FOLD_FRACTION = 0.1
+    """Rows the key index may leave uncovered, as a share of the table, before a flush folds them in."""
+
+    def _fold(self) -> None:
+        """Fold new rows into the key index once they pass `FOLD_FRACTION` of the table (the index's own
+        rule, `corpus.index_tables`): lookups scan only uncovered rows, so their share stays bounded instead
+        of growing with every sweep (a precompute adds the whole corpus at once). No version is removed.
+        """
+        if not self._indexed:
+            self._index_once()
+            return
+        unindexed = max((getattr(i, "num_unindexed_rows", 0) or 0 for i in self.table.list_indices()), default=0)
+        if unindexed > self.FOLD_FRACTION * self.table.count_rows():
+            from corpus.index_tables import KEEP_VERSIONS
+
+            self.table.optimize(cleanup_older_than=KEEP_VERSIONS)

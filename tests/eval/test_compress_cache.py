@@ -147,3 +147,22 @@ def test_the_index_cache_is_read_on_demand_and_holds_at_most_its_bound(tmp_path:
     for i in range(20):
         assert reader.get(f"k{i}") == Cached(f"text {i}", float(i))
         assert len(reader.items) <= 5
+
+
+def test_the_cache_folds_new_rows_into_its_key_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review 2026-12-06 #9: the key index was built once; rows added later (a precompute adds a whole corpus)
+    were scanned by every lookup. Past the fold fraction a flush folds them in."""
+    from eval.compress.cache import Cached, LanceCompressionCache
+
+    monkeypatch.setattr(LanceCompressionCache, "INDEXED_FROM", 10)
+    cache = LanceCompressionCache(tmp_path / "idx")
+    cache.put_many({f"k{i}": Cached(f"t{i}", 0.1) for i in range(20)})
+    cache.flush()  # the index is built here (20 rows past 10)
+    assert [i.num_unindexed_rows for i in cache.table.list_indices()] == [0]
+    cache.put_many({f"n{i}": Cached(f"u{i}", 0.1) for i in range(1)})
+    cache.flush()  # 1 of 21 rows uncovered: under the fraction, left for later
+    assert [i.num_unindexed_rows for i in cache.table.list_indices()] == [1]
+    cache.put_many({f"m{i}": Cached(f"v{i}", 0.1) for i in range(10)})
+    cache.flush()  # 11 of 31: folded
+    assert [i.num_unindexed_rows for i in cache.table.list_indices()] == [0]
+    assert cache.get("m3") == Cached("v3", 0.1) and cache.get("k0") == Cached("t0", 0.1)
