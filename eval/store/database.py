@@ -20,6 +20,7 @@ from corpus.errors import CribsheetError
 from corpus.lease import IndexPin
 from eval.store.latency import LatencyStore
 from eval.store.lifecycle import Owner, Record, RunLifecycle, check_owner, drop_setting
+from eval.store.recommendations import RecommendationStore
 from eval.store.rows import ClaimRow, GateDecisionRow, GateLookRow, QuestionRow, RunRow, SampleRow, SettingRow
 from eval.store.schema import SCHEMA_VERSION, STORAGE_COMPATIBILITY, TABLES, VIEWS, columns
 
@@ -55,7 +56,7 @@ class RunMeta(BaseModel):
     """The model verifier behind `faithfulness_model` ("nli:MODEL, threshold T"; None: no verifier ran)."""
 
 
-class DuckDBStore(RunLifecycle, LatencyStore):
+class DuckDBStore(RunLifecycle, LatencyStore, RecommendationStore):
     """A DuckDB file. Each write is one transaction on a short-lived connection, so analysts can read
     between writes; a second writer waits for the lock (up to `lock_timeout_s`) and then fails clearly.
 
@@ -308,7 +309,8 @@ class DuckDBStore(RunLifecycle, LatencyStore):
         rows = self.query(
             "SELECT run_id, started_at, finished_at, status, git_commit, git_dirty, hardware_json, "
             "engine_precision, n_questions, n_settings, questions_path, latency_session, probe_repeats, aa_ratio, "
-            "aa_ci_low, aa_ci_high, aa_n FROM runs WHERE run_id = ?",
+            "aa_ci_low, aa_ci_high, aa_n, foreign_load, load_avg, latency_drift, latency_drift_setting, failed_slots, "
+            "precomputes_json FROM runs WHERE run_id = ?",
             [run_id],
         )
         if not rows:
