@@ -14,7 +14,7 @@ from prefect import State
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.states import Completed, Failed
 
-from eval.gate import GateDecision
+from eval.gate import GateDecision, Recommendation
 from eval.gate.render import markdown_report
 from eval.release_report import pareto_svg, points, report_markdown
 from eval.run.sweep import SweepResult
@@ -92,6 +92,26 @@ def publish_gate(decision: GateDecision) -> None:
         markdown=markdown_report(decision),
         key=artifact_key(f"cribsheet-gate-{decision.candidate}"),
         description=f"{decision.decision.upper()}: {decision.candidate} vs {decision.baseline}",
+    )
+
+
+def publish_recommendation(rec: Recommendation) -> None:
+    """The run's recommendation against the shipped setting, with every candidate's verdict before and after
+    Holm's adjustment, as a markdown artifact.
+    """
+    lines = [
+        f"# {rec.line()}",
+        "",
+        "| candidate | alone | p | across the grid | Holm-adjusted p |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {f.name} | {f.verdict} | {f.p_value:.4f} | {f.adjusted_verdict} | {f.adjusted_p:.4f} |" for f in rec.family
+    ]
+    create_markdown_artifact(
+        markdown="\n".join(lines) + "\n",
+        key=artifact_key(f"cribsheet-recommendation-{rec.run_id}"),
+        description=f"{rec.verdict}: against {rec.shipped}",
     )
 
 

@@ -69,9 +69,10 @@ def run(
 ) -> None:
     """Everything the project file says: index, questions, sweep, latency, a gate per candidate, the report.
     Exit 1 when a candidate you mean to ship (`candidates:`, every one by default) failed, 2 when a candidate
-    could not decide, else 0.
+    could not decide, else 0. With `shipped:` the run ends with one recommendation and exits on it: 0 ship or
+    keep shipping, 2 undecided.
     """
-    raise typer.Exit(_run_project(project_file, "run"))
+    raise typer.Exit(_run_project(project_file, "run")[0])
 
 
 DEMO_PROJECT = Path(__file__).resolve().parents[1] / "configs" / "demo-project.yaml"
@@ -93,8 +94,11 @@ def demo(
     demo's findings, so it exits 0 whatever they are (`cribsheet run` over the same file exits on them).
     """
     project_file = DEMO_FULL_PROJECT if full else DEMO_PROJECT
-    code = _run_project(project_file, "demo")
-    out.print(f"(`cribsheet run {_shown(project_file)}` would exit {code}: {EXIT_MEANING[code]})", highlight=False)
+    code, recommendation = _run_project(project_file, "demo", end_with_recommendation=False)
+    meaning = EXIT_MEANING[code] if recommendation is None else SHIPPED_EXIT_MEANING[code]
+    out.print(f"(`cribsheet run {_shown(project_file)}` would exit {code}: {meaning})", highlight=False)
+    if recommendation is not None:
+        out.print(recommendation, highlight=False, soft_wrap=True)  # the demo ends with it too
 
 
 EXIT_MEANING = {
@@ -102,6 +106,10 @@ EXIT_MEANING = {
     1: "a candidate you mean to ship failed",
     2: "a candidate could not decide",
 }
+
+
+SHIPPED_EXIT_MEANING = {0: "the grid decided: ship a candidate or keep shipping", 2: "the grid could not decide"}
+"""What `run`'s exit code says when the project names `shipped:`."""
 
 
 def _shown(path: Path) -> str:
@@ -112,10 +120,12 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _run_project(project_file: Path, label: str) -> int:
+def _run_project(project_file: Path, label: str, end_with_recommendation: bool = True) -> tuple[int, str | None]:
     """Run the project file through the `cribsheet-run` flow and print what a reader needs: the time per
-    stage, the leaderboard, the A/A floor, one verdict line per candidate, the report's path; returns the exit
-    code `cribsheet run` gives (`flows.project.exit_code`).
+    stage, the leaderboard, the A/A floor, one verdict line per candidate, the report's path, and with
+    `shipped:` each setting against the shipped one and the recommendation last (unless the caller prints it
+    itself); returns the exit code `cribsheet run` gives (`flows.project.exit_code`) and the recommendation
+    line (None: the project names no `shipped:`).
     """
     prepare_environment()
     from eval.gate import verdict_line
@@ -165,4 +175,13 @@ def _run_project(project_file: Path, label: str) -> int:
             out.print(f"    {note}", highlight=False, soft_wrap=True)
     out.print(f"report: {result.report_path.resolve()}", highlight=False, soft_wrap=True)
     show_path(Path(sweep.store_path).resolve())
-    return exit_code(result.decisions, result.sequential, project.candidates)
+    code = exit_code(result.decisions, result.sequential, project.candidates, result.recommendation)
+    rec = result.recommendation
+    if rec is None:
+        return code, None
+    out.print(f"every other setting against the shipped one, {rec.shipped}:", highlight=False, soft_wrap=True)
+    for decision in rec.decisions:
+        out.print(f"  {verdict_line(decision)}", highlight=False, soft_wrap=True)
+    if end_with_recommendation:
+        out.print(rec.line(), highlight=False, soft_wrap=True)  # the last line: what to ship
+    return code, rec.line()

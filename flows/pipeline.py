@@ -24,13 +24,29 @@ from corpus.index import IndexConfig, IndexReport, sync_index
 from corpus.runtime import quiet_offline_env
 from corpus.sources import SkipLog, extractor_versions, iter_documents
 from corpus.table import IndexOptions
-from eval.gate import GateDecision, GateRequest, gate_each_compressed, run_gate, watch_line, watch_shipped
+from eval.gate import (
+    GateDecision,
+    GateRequest,
+    Recommendation,
+    gate_against_shipped,
+    gate_each_compressed,
+    run_gate,
+    watch_line,
+    watch_shipped,
+)
 from eval.release_report import write_report
 from eval.run.runner import SettingOutput
 from eval.run.sweep import SettingWrap, SweepResult, run_sweep
 from eval.settings import Setting, SweepConfig
 from eval.store import DuckDBStore
-from flows.artifacts import gate_state, publish_gate, publish_leaderboard, publish_looks, publish_report
+from flows.artifacts import (
+    gate_state,
+    publish_gate,
+    publish_leaderboard,
+    publish_looks,
+    publish_recommendation,
+    publish_report,
+)
 from flows.config import load_config
 from flows.progress import report
 from flows.project import Project
@@ -121,6 +137,12 @@ def gate_task(request: GateRequest) -> GateDecision:
 def gate_each_task(store_path: Path, run_id: str, policy_path: Path) -> list[GateDecision]:
     """Gate every compressed setting of the run against no compression at the same top-k."""
     return gate_each_compressed(DuckDBStore(store_path), run_id, policy_path)
+
+
+@task(name="gate-against-shipped", cache_policy=NO_CACHE)
+def recommend_task(store_path: Path, run_id: str, policy_path: Path, shipped: str) -> Recommendation:
+    """Gate every other setting of the run against the shipped one, Holm across them: one recommendation."""
+    return gate_against_shipped(DuckDBStore(store_path), run_id, policy_path, shipped)
 
 
 @task(name="release-report", cache_policy=NO_CACHE)
@@ -223,6 +245,8 @@ class ProjectResult:
     questions_path: Path
     sequential: list[GateDecision] = field(default_factory=list)
     """Candidates gated batch by batch until decided (the policy's `sequential:` block, the project's list)."""
+    recommendation: Recommendation | None = None
+    """Every other setting against the project's `shipped:` one, Holm across them (None: no `shipped:`)."""
 
 
 @task(name="project-questions", cache_policy=NO_CACHE)
@@ -246,7 +270,8 @@ def project_flow(project_file: Path) -> ProjectResult:
     """Everything a project file says: check everything it will read (the policy, the models, the setting
     names, the corpus and question file) before any work, sync the index, generate the questions unless
     given, sweep (reusing what is unchanged), gate every compressed setting against its uncompressed twin
-    (sequentially too when the policy has a `sequential:` block), write the report.
+    (sequentially too when the policy has a `sequential:` block), with `shipped:` gate every other setting
+    against the shipped one and recommend, write the report.
     """
     from flows.project_checks import check_inputs, check_settings
 
@@ -283,8 +308,14 @@ def project_flow(project_file: Path) -> ProjectResult:
                 report_path=project.workdir / "report" / f"sequential-{d.candidate}.md",
             )
             sequential.append(sequential_gate_task(request, every))
+    recommendation = None
+    if project.shipped is not None:
+        # The twin gates above stay as diagnostics; what may replace the shipped setting is decided here.
+        recommendation = recommend_task(config.store_path, result.run_id, project.policy, project.shipped)
     for decision in [*decisions, *sequential]:
         publish_gate(decision)
     report_path = report_task(config.store_path, result.run_id, project.workdir / "report")
     publish_report(report_path, result.run_id)
-    return ProjectResult(result, decisions, report_path, questions, sequential)
+    if recommendation is not None:
+        publish_recommendation(recommendation)  # with every candidate's verdicts against the shipped setting
+    return ProjectResult(result, decisions, report_path, questions, sequential, recommendation)

@@ -85,6 +85,10 @@ class Project(BaseModel):
     candidates: list[str] | None = None
     """The settings you mean to ship: a FAIL of one of them makes `run` exit 1, a FAIL of another is reported
     and read as decided (None: every candidate is one)."""
+    shipped: str | None = None
+    """The setting in production today (a setting of the grid): every other setting of the run is gated
+    against it too, with Holm's adjustment across them, and `run` ends with one recommendation (ship one,
+    keep shipping this one, or undecided) and exits on it. None: each compressed setting against its twin only."""
 
     @classmethod
     def load(cls, path: Path) -> Project:
@@ -144,6 +148,14 @@ def _model_here(model: object, here: Callable[[Path], Path]) -> dict[str, str]:
     if isinstance(model, str) and model.startswith(("/", "./", "../", "~")):
         return {"model": str(here(Path(model)))}
     return {}
+
+
+def default_shipped(grid: GridConfig) -> str | None:
+    """The setting `init` proposes as shipped: the uncompressed one at the grid's largest top-k (the first
+    such when other axes vary); None when the grid has no uncompressed setting.
+    """
+    plain = [s for s in grid.expand() if s.compressor == "none"]
+    return max(plain, key=lambda s: s.top_k).name if plain else None
 
 
 def default_grid() -> GridConfig:
@@ -222,6 +234,7 @@ def render(corpus: Path, found_here: Detected, questions: Path | None, out: Path
     q = f"  path: {_relative(questions, out.parent)}\n" if questions else "  path: null\n"
     generate, probes = QuestionsPlan().generate, Project.model_fields["probe_questions"].default
     grid = _grid_yaml(default_grid())
+    shipped = _shipped_yaml(default_shipped(default_grid()))
     body = f"""# cribsheet project: `cribsheet run {out.name}` indexes the corpus, generates or reads the questions,
 # sweeps the grid, times every setting's latency back to back, gates each compressed setting against its
 # uncompressed twin and writes the report. Paths are relative to this file. Found: {found}.
@@ -238,12 +251,26 @@ grid:                      # what is compared: every compression at every top-k 
                            # relative to this file; a `sequential:` block in it gates sequentially too
 candidates: null           # the settings you mean to ship, e.g. [pruned-4x-k8-hybrid-dense]: a FAIL of one of
                            # them exits 1, others are reported (null: every candidate)
-workdir: runs/{name}       # index, results store (results.duckdb), questions and report go here
+{shipped}workdir: runs/{name}       # index, results store (results.duckdb), questions and report go here
 embedder: minilm-l6-v2     # the bundled all-MiniLM-L6-v2
 generator: {{}}              # empty: the bundled SmolLM2-135M on vLLM; e.g. {{name: vllm, model: /models/qwen}}
 probe_questions: {probes}        # questions every setting's latency is timed on (the policy's min_probes)
 """
     return body + SIGNATURE + hashlib.sha256(body.encode()).hexdigest() + "\n"
+
+
+def _shipped_yaml(name: str | None) -> str:
+    """The commented `shipped:` lines of the project file: uncommented, `run` also gates every setting against
+    it and ends with one recommendation.
+    """
+    if name is None:
+        return ""
+    return (
+        f"# shipped: {name}   # what is in production today: uncomment and every other setting\n"
+        "                           # is gated against it too (Holm across them; context_token_recall reports but\n"
+        "                           # does not decide there: fewer passages hold fewer words by construction) and\n"
+        "                           # run ends with one recommendation (ship X, keep shipping this, or undecided)\n"
+    )
 
 
 _COMPRESSION_NOTES = {
@@ -283,11 +310,19 @@ def edited_by_hand(path: Path) -> bool:
     return hashlib.sha256((body + "\n").encode()).hexdigest() != last.removeprefix(SIGNATURE).strip()
 
 
-def exit_code(decisions: Sequence[Any], sequential: Sequence[Any] = (), named: Sequence[str] | None = None) -> int:
-    """1 when a named candidate failed (`named` None: every candidate is named), 2 when a candidate could not
-    decide (or none was gated), else 0. A candidate's sequential decision, when it has one, stands for it:
-    it is the fixed-n decision carried on until decided.
+def exit_code(
+    decisions: Sequence[Any],
+    sequential: Sequence[Any] = (),
+    named: Sequence[str] | None = None,
+    recommendation: Any | None = None,
+) -> int:
+    """With a `recommendation` (the project names `shipped:`): its exit code, 0 for ship or keep, 2 for
+    undecided. Otherwise 1 when a named candidate failed (`named` None: every candidate is named), 2 when a
+    candidate could not decide (or none was gated), else 0. A candidate's sequential decision, when it has
+    one, stands for it: it is the fixed-n decision carried on until decided.
     """
+    if recommendation is not None:
+        return int(recommendation.exit_code)
     final = {d.candidate: d.decision for d in decisions} | {d.candidate: d.decision for d in sequential}
     if not final:
         return 2

@@ -20,7 +20,7 @@ from flows.project_questions import QUESTIONS_FILE
 
 
 def check_settings(project: Project, project_file: Path) -> GatePolicy:
-    """The setting names the project gives (`sequential`, `candidates`), the gate policy (read by the gate's
+    """The setting names the project gives (`sequential`, `candidates`, `shipped`), the gate policy (read by the gate's
     own loader), the sweep's components and every model it will load; returns the policy. Reads no corpus
     and writes nothing.
     """
@@ -30,6 +30,11 @@ def check_settings(project: Project, project_file: Path) -> GatePolicy:
         unknown = sorted(set(getattr(project, field_name) or []) - names)
         if unknown:
             raise CribsheetError(f"{where}: {field_name}: {', '.join(unknown)} is no setting of the grid")
+    if project.shipped is not None and project.shipped not in names:
+        raise CribsheetError(
+            f"{where}: shipped: {project.shipped} is no setting of the grid; name the one in production today, "
+            f"e.g. {sorted(names)[0]}"
+        )
     try:
         policy = GatePolicy.load(project.policy)
     except CribsheetError as exc:

@@ -101,6 +101,10 @@ class SequentialPlan(BaseModel):
     Measured in docs/sequential.md."""
 
 
+DEFAULT_DIAGNOSTICS = ("context_token_recall",)
+"""`GatePolicy.diagnostics` by default."""
+
+
 class ShippedSetting(BaseModel):
     """The setting that shipped and the run it shipped on: what a scheduled sweep watches."""
 
@@ -129,6 +133,11 @@ class GatePolicy(BaseModel):
     against the shipped run's, and ends Failed, naming the metric that moved, when it got worse."""
     sequential: SequentialPlan | None = None
     """How `cribsheet gate --until-decided` looks (batch, budget); None: its defaults, or the command's flags."""
+    diagnostics: list[str] = Field(default_factory=lambda: list(DEFAULT_DIAGNOSTICS))
+    """Metrics reported but not deciding when a candidate is gated against the project's `shipped:` setting
+    (they still decide against a compressed setting's own twin): input measures a change of top-k moves by
+    construction, such as context_token_recall (fewer passages hold fewer of the reference's words even when
+    the answers are as good). What decides against what ships is what a reader of the answers sees."""
 
     @classmethod
     def load(cls, path: Path) -> GatePolicy:
@@ -144,6 +153,7 @@ class GatePolicy(BaseModel):
             first = str(exc).splitlines()[0:3]
             raise CribsheetError(f"{path}: invalid gate policy: {' '.join(first)}") from None
         unknown = [m.name for m in policy.metrics if m.name not in DIRECTIONS]
+        unknown += [name for name in policy.diagnostics if name not in DIRECTIONS]
         if policy.latency and policy.latency.metric not in DIRECTIONS:
             unknown.append(policy.latency.metric)
         if unknown:
@@ -162,8 +172,17 @@ class GatePolicy(BaseModel):
         return policy
 
     def sha256(self) -> str:
-        """sha256 of the policy's canonical JSON (stored with each decision)."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        """sha256 of the policy's canonical JSON (stored with each decision). `diagnostics` at its default is
+        left out, so a policy written before it existed keeps its hash (a sequential gate's identity holds it).
+        """
+        default = tuple(self.diagnostics) == DEFAULT_DIAGNOSTICS
+        return hashlib.sha256(self.model_dump_json(exclude={"diagnostics"} if default else None).encode()).hexdigest()
+
+    def against_shipped(self) -> GatePolicy:
+        """The policy a candidate is gated with against the shipped setting: the `diagnostics` metrics advisory."""
+        diagnostic = set(self.diagnostics)
+        metrics = [m.model_copy(update={"advisory": True}) if m.name in diagnostic else m for m in self.metrics]
+        return self.model_copy(update={"metrics": metrics})
 
 
 class GateRequest(BaseModel):

@@ -130,3 +130,25 @@ def break_even_cells(row: Record) -> list[str]:
         value = values.get(key)
         cells.append("never" if key in _NEVER and missing(value) else cell(value, fmt))
     return cells
+
+
+FAMILY = (
+    ("candidate", "candidate", "{}"),
+    ("verdict", "alone", "{}"),
+    ("p_value", "p", "{:.4f}"),
+    ("adjusted_verdict", "across the grid", "{}"),
+    ("adjusted_p", "Holm-adjusted p", "{:.4f}"),
+    ("speedup", "speed-up vs shipped", "{:.2f}x"),
+)
+"""Columns of the report's table of every candidate against the shipped setting (`family_verdicts`)."""
+
+
+def recommendation_text(rec: Record) -> str:
+    """A run's recommendation line as `cribsheet run` printed it (the first of its stored reasons)."""
+    reasons = json.loads(rec.get("reasons") or "[]")
+    return str(reasons[0]) if reasons else f"recommendation: {rec['verdict']} against {rec['shipped']}"
+
+
+def family_cells(row: Record) -> list[str]:
+    """One `family_verdicts` row as the table's cells."""
+    return [cell(row.get(key), fmt) for key, _, fmt in FAMILY]

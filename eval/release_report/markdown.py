@@ -11,11 +11,14 @@ from eval.cells import EMPTY, cell
 from eval.release_report.figures import (
     BILL,
     BREAK_EVEN,
+    FAMILY,
     break_even_cells,
+    family_cells,
     frontier,
     noise_floor_text,
     pareto_svg,
     points,
+    recommendation_text,
 )
 from eval.release_report.page import write_html_report
 from eval.store import DuckDBStore, Record
@@ -54,11 +57,19 @@ def report_markdown(
     plot: str | None,
     break_even: Sequence[Record] = (),
     run: Record | None = None,
+    recommendation: Record | None = None,
+    family: Sequence[Record] = (),
 ) -> str:
-    """The run's report: plot, leaderboard with the cost bill, frontier, break-even, gate decisions."""
+    """The run's report: the recommendation against the shipped setting first (when the project names one,
+    with every candidate's verdict before and after the adjustment), then plot, leaderboard with the cost
+    bill, frontier, break-even, gate decisions.
+    """
     pts = points(rows)
     best = frontier(pts)
     lines = [f"# cribsheet report: run {run_id}", ""]
+    if recommendation is not None:
+        lines += [f"**{recommendation_text(recommendation)}**", ""]
+        lines += _markdown_table(FAMILY, [family_cells(f) for f in family]) + [""]
     if plot:
         lines += [f"![answer quality vs end-to-end latency]({plot})", ""]
     lines += [
@@ -98,7 +109,14 @@ def write_report(store: DuckDBStore, run_id: str, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "pareto.svg").write_text(pareto_svg(points(rows), f"run {run_id}"), encoding="utf-8")
     md = report_markdown(
-        run_id, rows, store.decisions_for_run(run_id), "pareto.svg", store.break_even(run_id), store.run_summary(run_id)
+        run_id,
+        rows,
+        store.decisions_for_run(run_id),
+        "pareto.svg",
+        store.break_even(run_id),
+        store.run_summary(run_id),
+        store.recommendation(run_id),
+        store.family_verdicts(run_id),
     )
     (out_dir / "report.md").write_text(md, encoding="utf-8")
     return write_html_report(store, run_id, out_dir / "report.html")

@@ -12,11 +12,14 @@ from eval.cells import cell
 from eval.release_report.figures import (
     BILL,
     BREAK_EVEN,
+    FAMILY,
     break_even_cells,
+    family_cells,
     frontier,
     noise_floor_text,
     pareto_svg,
     points,
+    recommendation_text,
 )
 from eval.store import DuckDBStore, Record
 from eval.store.load_figures import latency_figures
@@ -38,12 +41,14 @@ th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: right; ver
 th:first-child, td:first-child, th.text { text-align: left; } td.text { text-align: left; max-width: 28rem; }
 .pass { color: #1b5e20; font-weight: bold; } .fail { color: #b71c1c; font-weight: bold; }
 .undecided { color: #8d6e00; font-weight: bold; } .front { font-weight: bold; }
+.recommendation { font-size: 1.1rem; padding: 0.5rem 0.75rem; border-left: 4px solid #1565c0; background: white; }
 figure { margin: 1rem 0; } figure svg { max-width: 100%; height: auto; }
 figcaption { font-size: 0.9rem; color: #333; } .meta { color: #333; font-size: 0.9rem; }
 @media (prefers-color-scheme: dark) {
   body { color: #e6e6e6; background: #121212; }
   h2 { border-bottom-color: #555; }
   table { background: #1e1e1e; }
+  .recommendation { background: #1e1e1e; }
   th, td { border-color: #555; }
   .pass { color: #81c784; } .fail { color: #ef9a9a; } .undecided { color: #ffd54f; }
   figcaption, .meta { color: #c8c8c8; }
@@ -177,8 +182,9 @@ def _decision_html(store: DuckDBStore, run_id: str, d: Record) -> str:
 
 
 def html_report(store: DuckDBStore, run_id: str) -> str:
-    """One static HTML page: both plots inline, the leaderboard, break-even, and every gate decision of the
-    run with its table and the questions each candidate lost most on. No script, no network.
+    """One static HTML page: the recommendation against the shipped setting first (when the run has one),
+    both plots inline, the leaderboard, break-even, and every gate decision of the run with its table and the
+    questions each candidate lost most on. No script, no network.
     """
     from html import escape
 
@@ -204,8 +210,18 @@ def html_report(store: DuckDBStore, run_id: str) -> str:
         for r in rows
     ]
     be_rows = [[escape(c) for c in break_even_cells(r)] for r in be]
+    recommended = store.recommendation(run_id)
+    first: list[str] = []
+    if recommended is not None:  # the answer to "what should ship?" before everything behind it
+        family = [[escape(c) for c in family_cells(f)] for f in store.family_verdicts(run_id)]
+        first = [
+            f'<p class="recommendation" id="recommendation"><strong>{escape(recommendation_text(recommended))}'
+            "</strong></p>",
+            _table([h for _, h, _ in FAMILY], family, frozenset({0, 1, 3})),
+        ]
     body = [
         f"<h1>cribsheet release report: run {escape(run_id)}</h1>",
+        *first,
         f'<p class="meta">{escape(cell(run["started_at"]))} &middot; status {escape(cell(run["status"]))} &middot; '
         f"{cell(run['n_questions'])} questions ({escape(cell(run['questions_path']))}) &times; "
         f"{cell(run['n_settings'])} settings "

@@ -1,4 +1,6 @@
-"""Row models of the release gate: one decision with every number behind it, and a sequential gate's looks."""
+"""Row models of the release gate: one decision with every number behind it, a sequential gate's looks, and
+a run's recommendation against the shipped setting with each candidate's verdict across the grid.
+"""
 
 from __future__ import annotations
 
@@ -63,3 +65,60 @@ class GateLookRow(Row):
     """Latency: paired speed-ups beyond the plan's `latency_bound`, clipped (a PASS is refused while any is)."""
     n_failed: int | None = None
     """Questions drawn so far that failed in either setting (any: the gate stops UNDECIDED, as fixed-n does)."""
+
+
+class RecommendationRow(Row):
+    """A run's one recommendation against the setting shipped today (the project's `shipped:`): which
+    setting to ship, or to keep shipping, or that the grid could not decide.
+    """
+
+    run_id: str
+    shipped: str
+    """The setting in production today, every candidate's baseline."""
+    recommended: str | None = None
+    """The candidate to ship (NULL: keep shipping `shipped`, or undecided)."""
+    verdict: str
+    """ship | keep | undecided"""
+    speedup: float | None = None
+    """The recommended candidate's paired end-to-end speed-up against `shipped` (geometric mean of the
+    per-question ratios shipped / candidate), optimistic after selection (the fastest of those that passed)."""
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    answer_metric: str | None = None
+    """The policy's first deciding answer metric, the one reported beside the speed-up."""
+    answer_diff: float | None = None
+    """Its mean paired difference, candidate - shipped, over the questions the gate compared."""
+    answer_ci_low: float | None = None
+    answer_ci_high: float | None = None
+    k: int
+    """Candidates in the family: every setting of the run gated against `shipped`, failed ones included."""
+    procedure: str
+    """How the family-wise error rate is held: `holm` (Holm's step-down over the candidates' one-sided
+    p-values at (1 - confidence) / 2)."""
+    level: float
+    """The family-wise level: the chance, over all k candidates at once, of passing one that is in truth
+    worse than a margin."""
+    created_at: dt.datetime
+    reasons: str
+    """JSON list: why this verdict (which candidates passed before and after the adjustment)."""
+
+
+class FamilyVerdictRow(Row):
+    """One candidate of a run gated against the shipped setting: its own verdict and p-value, and both after
+    the adjustment across the grid.
+    """
+
+    run_id: str
+    candidate: str
+    shipped: str
+    p_value: float
+    """One-sided non-inferiority p-value: the largest over its deciding tests (`eval.gate.family`)."""
+    adjusted_p: float
+    """Holm's adjusted p-value over the run's k candidates."""
+    verdict: str
+    """pass | fail | undecided: the candidate gated alone (its `gate_decisions` row)."""
+    adjusted_verdict: str
+    """pass only when `verdict` is pass and adjusted_p <= the level; a pass Holm holds back is undecided."""
+    speedup: float | None = None
+    """Paired end-to-end speed-up against `shipped` (NULL: no latency verdict)."""
+    created_at: dt.datetime

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import datetime as dt
 
-from eval.store.gate_rows import GateDecisionRow, GateLookRow
+from eval.store.gate_rows import FamilyVerdictRow, GateDecisionRow, GateLookRow, RecommendationRow
 from eval.store.row_base import Row
 from eval.store.sample_rows import ClaimRow, ClaimVerdict, LatencySlotRow, SampleRow
 
 __all__ = [
     "ClaimRow",
     "ClaimVerdict",
+    "FamilyVerdictRow",
     "GateDecisionRow",
     "GateLookRow",
     "LatencySlotRow",
     "QuestionRow",
+    "RecommendationRow",
     "Row",
     "RunRow",
     "SampleRow",

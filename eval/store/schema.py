@@ -14,10 +14,12 @@ from pydantic import BaseModel
 
 from eval.store.rows import (
     ClaimRow,
+    FamilyVerdictRow,
     GateDecisionRow,
     GateLookRow,
     LatencySlotRow,
     QuestionRow,
+    RecommendationRow,
     RunRow,
     SampleRow,
     SettingRow,
@@ -36,6 +38,8 @@ TABLES: dict[str, type[BaseModel]] = {
     "gate_decisions": GateDecisionRow,
     "gate_looks": GateLookRow,
     "latency_slots": LatencySlotRow,
+    "recommendations": RecommendationRow,
+    "family_verdicts": FamilyVerdictRow,
 }
 
 _SQL_TYPES: dict[Any, str] = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN", dt.datetime: "TIMESTAMP"}
@@ -239,6 +243,17 @@ SELECT m.run_id, m.setting_name, m.setting_hash, m.compressor, m.target_ratio, m
        k.break_even_tokens, k.two_x_tokens, k.speedup_16k, m.baseline_setting,
        {", ".join(f"m.{axis}" for axis in BASELINE_AXES if axis != "top_k")}
 FROM m JOIN marks k USING (run_id, setting_hash)""",
+    # A run's recommendation with the figures behind it: the chosen candidate's own and adjusted p-values,
+    # and how many candidates passed gated one by one against how many survived Holm's adjustment.
+    "v_recommendation": """
+SELECT r.run_id, r.created_at, r.verdict, r.shipped, r.recommended, r.speedup, r.speedup_ci_low,
+       r.speedup_ci_high, r.answer_metric, r.answer_diff, r.answer_ci_low, r.answer_ci_high, r.k, r.procedure,
+       r.level, f.p_value, f.adjusted_p,
+       (SELECT count(*) FROM family_verdicts v WHERE v.run_id = r.run_id AND v.verdict = 'pass') AS n_pass,
+       (SELECT count(*) FROM family_verdicts v WHERE v.run_id = r.run_id AND v.adjusted_verdict = 'pass')
+         AS n_pass_adjusted,
+       r.reasons
+FROM recommendations r LEFT JOIN family_verdicts f ON f.run_id = r.run_id AND f.candidate = r.recommended""",
     "v_sample_diff": """
 SELECT a.run_id, a.question_id, a.question, a.answerable,
        a.setting_name AS a_setting, b.setting_name AS b_setting,

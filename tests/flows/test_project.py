@@ -36,6 +36,7 @@ def test_init_detects_the_tree_writes_a_commented_project_file_and_keeps_an_edit
     assert raw["corpus"]["path"] == "docs" and raw["questions"]["path"] is None and raw["policy"] == "default"
     assert {c["compressor"] for c in raw["grid"]["compressions"]} == {"none", "pruned", "pruned-auto", "llmlingua"}
     assert text.count("#") > 15  # every field commented
+    assert "\n# shipped: none-k8-hybrid-dense " in text and "shipped" not in raw  # a commented default
     again = runner.invoke(app, ["init", str(tree), "--out", str(project)])  # unedited: written again
     assert again.exit_code == 0
     project.write_text(text.replace("generate: 300", "generate: 20"))  # the user's edit
@@ -87,13 +88,18 @@ def test_run_does_everything_the_project_file_says(tmp_path: Path, policy_exit: 
     result = runner.invoke(app, ["run", str(project)])
     assert result.exit_code == code, result.output
     assert "halving-2x-k2-hybrid-dense vs none-k2-hybrid-dense:" in result.output
-    assert "latency noise floor (A/A)" in result.output and "report:" in result.output
+    assert "A/A twins:" in result.output and "report:" in result.output
     workdir = tmp_path / raw["workdir"]
     assert (workdir / "report" / "report.html").is_file() and (workdir / "questions.jsonl").is_file()
     with duckdb.connect(str(workdir / "results.duckdb"), read_only=True) as con:
         (settings,) = con.execute("SELECT count(DISTINCT setting_hash) FROM samples").fetchone() or (0,)
         (slots,) = con.execute("SELECT count(*) FROM latency_slots").fetchone() or (0,)
     assert settings == 2 and slots == 3 * 3 * 3  # 3 probe questions x 3 blocks x (2 settings + the twin)
+    # No `shipped:`: no gate against it, no recommendation, the exit code by each candidate's own verdict.
+    assert "recommendation" not in result.output and "against the shipped one" not in result.output
+    with duckdb.connect(str(workdir / "results.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM recommendations").fetchone() == (0,)
+        assert con.execute("SELECT count(*) FROM family_verdicts").fetchone() == (0,)
 
 
 def test_the_grid_init_writes_expands_into_valid_settings(tmp_path: Path) -> None:
@@ -163,6 +169,7 @@ def test_the_demos_project_files_agree_with_their_policy_so_a_demo_decision_can_
     assert policy.sequential is not None and policy.sequential.budget >= policy.min_questions
     names = {s.name for s in project.grid.expand()}
     assert project.sequential and set(project.sequential) <= names
+    assert project.shipped == "none-k8-hybrid-dense"  # the demo ends with a recommendation against it
     assert project.dataset == ROOT / "datasets" and project.corpus.path.parent == project.dataset
     assert project.workdir == ROOT / "runs" / "demo"
 
@@ -248,7 +255,7 @@ def test_the_demo_is_cribsheet_run_over_the_bundled_project_file(
     assert "$(BIN)/cribsheet demo" in (ROOT / "Makefile").read_text()
 
 
-@pytest.mark.parametrize("field", ["sequential", "candidates"])
+@pytest.mark.parametrize("field", ["sequential", "candidates", "shipped"])
 def test_a_project_naming_no_setting_of_its_grid_for_the_sequential_gate_is_refused_before_any_work(
     tmp_path: Path, field: str
 ) -> None:
@@ -257,7 +264,7 @@ def test_a_project_naming_no_setting_of_its_grid_for_the_sequential_gate_is_refu
     raw = {
         "corpus": {"path": "docs"}, "embedder": "hash", "generator": {"name": "fake"},
         "grid": {"top_ks": [2], "compressions": [{"compressor": "none"}, {"compressor": "halving", "target_ratio": 2}]},
-        field: ["halving-2x-k3-hybrid-dense"],
+        field: "halving-2x-k3-hybrid-dense" if field == "shipped" else ["halving-2x-k3-hybrid-dense"],
     }  # fmt: skip
     project.write_text(yaml.safe_dump(raw))
     result = CliRunner().invoke(app, ["run", str(project)])
@@ -318,3 +325,52 @@ def test_run_exits_1_only_on_a_failed_candidate_it_was_told_to_ship_and_reads_a_
     assert exit_code([d("a", "undecided")], [d("a", "pass")]) == 0  # its sequential verdict stands for it
     assert exit_code([d("a", "pass")], [d("a", "fail")]) == 1
     assert exit_code([]) == 2  # nothing was gated
+    # With `shipped:` the recommendation decides the exit code: 0 ship or keep, 2 undecided.
+    ship, undecided = SimpleNamespace(exit_code=0), SimpleNamespace(exit_code=2)
+    assert exit_code(fixed, named=["a"], recommendation=ship) == 0
+    assert exit_code([d("a", "pass")], recommendation=undecided) == 2
+
+
+def test_run_with_shipped_gates_every_setting_against_it_and_ends_with_one_recommendation(tmp_path: Path) -> None:
+    """Fast tier, fakes for the models: every other setting of the grid (a smaller top-k too) is gated against
+    the shipped one after the twin gates, Holm across the three, the recommendation printed last, stored,
+    shown first in the report, and the exit code follows it."""
+    from eval.gate.recommend import RECOMMENDATION_EXIT
+
+    tree = shutil.copytree(TREE, tmp_path / "docs")
+    project = tmp_path / "cribsheet.yaml"
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump({
+        "min_questions": 2, "confidence": 0.6,
+        "metrics": [{"name": "answer_token_recall", "margin": 1.0}, {"name": "context_token_recall", "margin": 1.0}],
+        "latency": {"metric": "e2e_cold_s", "min_speedup": 0.01, "min_probes": 2},
+    }))  # fmt: skip
+    raw = {
+        "corpus": {"path": tree.name}, "embedder": "hash", "generator": {"name": "fake"},
+        "policy": "policy.yaml", "probe_questions": 3, "questions": {"generate": 12},
+        "grid": {"top_ks": [2, 3],
+                 "compressions": [{"compressor": "none"}, {"compressor": "halving", "target_ratio": 2}]},
+        "shipped": "none-k3-hybrid-dense",
+    }  # fmt: skip
+    project.write_text(yaml.safe_dump(raw))
+    result = CliRunner().invoke(app, ["run", str(project)])
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("recommendation: "), result.output
+    assert "halving-2x-k3-hybrid-dense vs none-k3-hybrid-dense:" in result.output  # the twin gate, kept
+    assert "none-k2-hybrid-dense vs none-k3-hybrid-dense:" in result.output  # a smaller top-k gated against it
+    workdir = tmp_path / "runs" / "project"
+    with duckdb.connect(str(workdir / "results.duckdb"), read_only=True) as con:
+        rec = con.execute("SELECT verdict, recommended, shipped, k, procedure FROM v_recommendation").fetchall()
+        family = con.execute("SELECT candidate, adjusted_verdict, speedup FROM family_verdicts").fetchall()
+    assert len(rec) == 1
+    verdict, recommended, shipped, k, procedure = rec[0]
+    assert (shipped, k, procedure) == ("none-k3-hybrid-dense", 3, "holm")
+    assert sorted(c for c, _, _ in family) == [
+        "halving-2x-k2-hybrid-dense", "halving-2x-k3-hybrid-dense", "none-k2-hybrid-dense",
+    ]  # fmt: skip
+    assert result.exit_code == RECOMMENDATION_EXIT[verdict], result.output
+    passed = [(s, c) for c, v, s in family if v == "pass"]
+    assert recommended == (max(passed)[1] if passed else None)  # the fastest that passed
+    assert verdict == ("ship" if passed else verdict)
+    html = (workdir / "report" / "report.html").read_text()
+    assert 0 < html.index('id="recommendation"') < html.index("Release decisions")  # shown first
+    assert (workdir / "report" / "report.md").read_text().split("\n")[2].startswith("**recommendation: ")
