@@ -14,6 +14,10 @@ from pydantic import BaseModel, ConfigDict
 
 from eval.store.schema import baseline_key
 
+MIN_QUESTIONS = 3
+"""Fewer probe questions in both halves than this: the drift is shown, never fired (a policy's `min_probes`
+is 30 by default)."""
+
 
 class Drift(BaseModel):
     """The split-half drift of a pair's speed-up: the geometric mean over probe questions of (first-half ratio
@@ -29,8 +33,14 @@ class Drift(BaseModel):
     """Probe questions measured in both halves."""
 
     def fires(self, tolerance: float) -> bool:
-        """Beyond 1 +/- `tolerance` and its interval clear of 1: a change of regime, not sampling noise."""
-        return abs(math.log(self.ratio)) > math.log1p(tolerance) and not self.low <= 1.0 <= self.high
+        """Beyond 1 +/- `tolerance` and its interval clear of 1, over at least `MIN_QUESTIONS` questions (a
+        bootstrap over two cannot tell a regime from noise): a change of regime, not sampling noise.
+        """
+        return (
+            self.n >= MIN_QUESTIONS
+            and abs(math.log(self.ratio)) > math.log1p(tolerance)
+            and not self.low <= 1.0 <= self.high
+        )
 
 
 def split_half_drift(

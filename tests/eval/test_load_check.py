@@ -28,7 +28,7 @@ from tests.helpers import SweepSetup
 
 
 class NeighbourGenerator(ExtractingGenerator):
-    """A fake engine that a neighbour slows by a fixed 5 s a request after its first `switch_after` probes:
+    """A fake engine that a neighbour slows by a fixed 50 s a request after its first `switch_after` probes:
     a job that arrives half-way adds time to every request, which a short prompt feels more than a long one,
     so the speed-up moves (a proportional slow-down would move no ratio)."""
 
@@ -38,8 +38,9 @@ class NeighbourGenerator(ExtractingGenerator):
 
     def probe(self, prompt: str, json_schema: dict[str, Any] | None = None) -> Probe:
         p = super().probe(prompt, json_schema)
-        extra = 5.0 if len(self.probes) > self.switch_after else 0.0
-        return p.model_copy(update={"ttft_s": 0.01 * p.prompt_tokens + extra})
+        extra = 50.0 if len(self.probes) > self.switch_after else 0.0
+        # 100 ms a word: the live retrieval's real milliseconds, under any load, are noise beside it.
+        return p.model_copy(update={"ttft_s": 0.1 * p.prompt_tokens + extra})
 
 
 def _pair(setup: SweepSetup, engine: ExtractingGenerator, store: str) -> tuple[Any, Any]:
@@ -95,7 +96,11 @@ def test_split_half_drift_pairs_each_question_with_itself() -> None:
     assert drift is not None and drift.ratio == pytest.approx(1.0) and drift.n == 2 and not drift.fires(0.1)
     moved = [("r", "q1", 0, 4.0), ("r", "q2", 0, 2.0), ("r", "q1", 1, 2.0), ("r", "q2", 1, 1.0)]
     drift = split_half_drift(moved)
-    assert drift is not None and drift.ratio == pytest.approx(2.0) and drift.fires(0.1)
+    assert drift is not None and drift.ratio == pytest.approx(2.0)
+    assert not drift.fires(0.1)  # two questions: shown, never fired (a bootstrap over two proves nothing)
+    three = [*moved[:2], ("r", "q3", 0, 2.0), *moved[2:], ("r", "q3", 1, 1.0)]
+    drift = split_half_drift(three)
+    assert drift is not None and drift.n == 3 and drift.fires(0.1)
     assert split_half_drift([("r", "q1", 0, 2.0)]) is None  # one block: nothing to compare
 
 
