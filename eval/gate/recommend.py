@@ -60,6 +60,13 @@ class Recommendation(BaseModel):
     family: list[FamilyVerdict] = Field(default_factory=list)
     """Each candidate's verdict and p-value before and after Holm's adjustment, in the same order."""
     reasons: list[str] = Field(default_factory=list)
+    procedure: str = PROCEDURE
+    """`holm` (fixed-n p-values of one sweep) or `holm-anytime` (anytime-valid p-values, batch by batch)."""
+    n_questions: int | None = None
+    """Sequential: questions drawn when the grid stopped (None: the fixed-n sweep's questions)."""
+    fixed_n_questions: int | None = None
+    """Sequential: paired questions a fixed-n design with 80 % power would need, from the differences seen (the
+    largest over the candidates' deciding metrics; None: unknown)."""
     created_at: dt.datetime = Field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
     @property
@@ -76,6 +83,10 @@ class Recommendation(BaseModel):
         """The one line `cribsheet run` ends with."""
         k = len(self.family)
         family = f"Holm across {k} candidate{'s' if k != 1 else ''}, family-wise level {self.level:.1%}"
+        if self.procedure == "holm-anytime":
+            family = f"anytime-valid {family}, sequential: {self.n_questions} questions drawn" + (
+                f"; a fixed-n design would need ~{self.fixed_n_questions}" if self.fixed_n_questions else ""
+            )
         if self.verdict == "ship":
             d = self.chosen
             assert d is not None
@@ -132,14 +143,24 @@ def _questions_to_decide(decisions: Sequence[GateDecision]) -> int | None:
 
 
 def recommend(
-    run_id: str, shipped: str, decisions: Sequence[GateDecision], p_values: Mapping[str, float], policy: GatePolicy
+    run_id: str,
+    shipped: str,
+    decisions: Sequence[GateDecision],
+    p_values: Mapping[str, float],
+    policy: GatePolicy,
+    own: Mapping[str, str] | None = None,
 ) -> Recommendation:
     """The recommendation from each candidate's decision against `shipped` and its p-value: Holm over all of
-    them at `pass_level(policy)`, then the fastest that passes (module doc).
+    them at `pass_level(policy)`, then the fastest that passes (module doc). `own`: each candidate's verdict
+    gated alone where it differs from its decision's (a sequential candidate Holm held back is undecided).
     """
     level = pass_level(policy)
+    verdicts = {d.candidate: (own or {}).get(d.candidate, d.decision) for d in decisions}
     family = family_verdicts(
-        [CandidateResult(name=d.candidate, p_value=p_values[d.candidate], verdict=d.decision) for d in decisions],  # type: ignore[arg-type]
+        [
+            CandidateResult(name=d.candidate, p_value=p_values[d.candidate], verdict=verdicts[d.candidate])  # type: ignore[arg-type]
+            for d in decisions
+        ],
         level,
     )
     by_name = {d.candidate: d for d in decisions}
@@ -226,7 +247,9 @@ def recommendation_rows(rec: Recommendation) -> tuple[RecommendationRow, list[Fa
         answer_ci_low=answer.ci_low if answer else None,
         answer_ci_high=answer.ci_high if answer else None,
         k=len(rec.family),
-        procedure=PROCEDURE,
+        procedure=rec.procedure,
+        n_questions=rec.n_questions,
+        fixed_n_questions=rec.fixed_n_questions,
         level=rec.level,
         created_at=rec.created_at,
         reasons=json.dumps([rec.line(), *rec.reasons]),

@@ -5,7 +5,7 @@ after a crash, reusing earlier runs' settings, computed here or on Ray workers.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -95,6 +95,7 @@ def run_sweep(
     reuse: bool = True,
     ray: RayOptions | None = None,
     wrap: SettingWrap | None = None,
+    timed: Collection[str] | None = None,
 ) -> SweepResult:
     """Run every setting of the grid over the question set and store one row per question × setting. An
     unfinished run over the same inputs (same fingerprint) is resumed: its finished settings are kept; a
@@ -103,7 +104,9 @@ def run_sweep(
     and writes the rows (the store's single writer). `wrap` runs each setting's computation (the flows make it
     one Prefect task per setting, with retries). Every write names this process as the run's owner: once
     another process has taken the run over, `RunTakenOver` is raised and the run's row is left to it; a
-    heartbeat that keeps failing ends the run as failed (`HeartbeatFailed`).
+    heartbeat that keeps failing ends the run as failed (`HeartbeatFailed`). `timed`: the names of the settings
+    the latency phase times (None: every setting; the sequential recommendation times only the candidates
+    whose latency is still open, and the shipped setting).
     """
     tick = progress or (lambda stage, done, total: None)
     stages: dict[str, float] = {}
@@ -142,6 +145,7 @@ def run_sweep(
             sweep.reuse_key = row.reuse_key if reuse else None
             sweep.ray, sweep.index_version, sweep.wrap = (ray if on_ray else None), index_version, wrap
             sweep.corpus_sha256 = corpus_sha256
+            sweep.timed = None if timed is None else frozenset(timed)
             return sweep.run(settings)
         except BaseException as exc:
             heartbeat.stop()
@@ -192,6 +196,8 @@ class _Sweep:
     """The precompute records whose compressions the latency phase's requests read, by (compressor, ratio)."""
     latency_session: str | None = None
     """The latency phase's measurement session (None: no phase ran)."""
+    timed: frozenset[str] | None = None
+    """The settings the latency phase times (None: every setting of the run)."""
 
     def _pinned(self) -> SweepConfig:
         """The config with the index version this run claimed, for every model built for it (here or on Ray)."""
@@ -316,7 +322,7 @@ class _Sweep:
                 compute = partial(runner.compute, setting, index, len(todo))
                 write(self.wrap(setting, self.reuse_key or self.run_id, compute) if self.wrap else compute())
         t0, load_avg = time.perf_counter(), load_average()
-        floor = self._latency(settings, n_candidates)
+        floor = self._latency([s for s in settings if self.timed is None or s.name in self.timed], n_candidates)
         self.stages["latency"] = self.stages.get("latency", 0.0) + time.perf_counter() - t0
         load = phase_load(self.store, self.run_id, load_avg) if self.latency_session else None
         if self.runner is not None:

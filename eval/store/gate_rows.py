@@ -94,12 +94,16 @@ class RecommendationRow(Row):
     """Candidates in the family: every setting of the run gated against `shipped`, failed ones included."""
     procedure: str
     """How the family-wise error rate is held: `holm` (Holm's step-down over the candidates' one-sided
-    p-values at (1 - confidence) / 2)."""
+    p-values at (1 - confidence) / 2) or `holm-anytime` (the same over anytime-valid p-values, batch by batch)."""
     level: float
     """The family-wise level: the chance, over all k candidates at once, of passing one that is in truth
     worse than a margin."""
     created_at: dt.datetime
     reasons: str
+    n_questions: int | None = None
+    """`holm-anytime`: questions drawn when the sequential grid stopped (NULL: a fixed-n recommendation)."""
+    fixed_n_questions: int | None = None
+    """`holm-anytime`: paired questions a fixed-n design with 80 % power would need, from the differences seen."""
     """JSON list: why this verdict (which candidates passed before and after the adjustment)."""
 
 

@@ -248,7 +248,7 @@ FROM m JOIN marks k USING (run_id, setting_hash)""",
     "v_recommendation": """
 SELECT r.run_id, r.created_at, r.verdict, r.shipped, r.recommended, r.speedup, r.speedup_ci_low,
        r.speedup_ci_high, r.answer_metric, r.answer_diff, r.answer_ci_low, r.answer_ci_high, r.k, r.procedure,
-       r.level, f.p_value, f.adjusted_p,
+       r.level, f.p_value, f.adjusted_p, r.n_questions, r.fixed_n_questions,
        (SELECT count(*) FROM family_verdicts v WHERE v.run_id = r.run_id AND v.verdict = 'pass') AS n_pass,
        (SELECT count(*) FROM family_verdicts v WHERE v.run_id = r.run_id AND v.adjusted_verdict = 'pass')
          AS n_pass_adjusted,

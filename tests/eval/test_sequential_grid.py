@@ -1,0 +1,141 @@
+"""The sequential recommendation on fakes: every candidate against the shipped setting batch by batch, Holm
+over anytime-valid p-values at every look, candidates leaving the grid once decided, latency probes only
+where a decision still needs them, and one recommendation stored under the project's run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eval.gate.policy import GatePolicy, LatencyRule
+from eval.run.sequential_grid import SequentialGridRequest, _Candidate, _Grid, cover_grid, run_sequential_grid
+from eval.settings import Setting
+from eval.store import DuckDBStore
+from tests.conftest import write_jsonl
+from tests.eval.test_sequential_gate import pool
+from tests.fakes import ExtractingGenerator
+from tests.helpers import SweepSetup
+
+POLICY = """
+version: 2
+confidence: 0.9
+min_questions: 2
+metrics:
+  - {name: answer_contains, margin: 0.02}
+latency: null
+sequential: {batch: 20, budget: 100}
+"""
+SHIPPED = "none-k3-hybrid-dense"
+
+
+def _request(setup: SweepSetup, tmp_path: Path, policy: str = POLICY) -> SequentialGridRequest:
+    config, _ = setup
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy)
+    sweep = config.model_copy(
+        update={"questions_path": write_jsonl(tmp_path / "pool.jsonl", pool()), "store_path": tmp_path / "g.duckdb"}
+    )
+    return SequentialGridRequest(sweep=sweep, shipped=SHIPPED, policy_path=path, run_id="project-run")
+
+
+def test_every_candidate_is_gated_against_the_shipped_setting_and_leaves_the_grid_once_decided(
+    setup: SweepSetup, tmp_path: Path
+) -> None:
+    _, components = setup
+    req = _request(setup, tmp_path)
+    out = run_sequential_grid(req, components(ExtractingGenerator()))
+    rec = out.recommendation
+    assert rec.procedure == "holm-anytime" and rec.shipped == SHIPPED
+    names = {"none-k1-hybrid-dense", "halving-2x-k1-hybrid-dense", "halving-2x-k3-hybrid-dense"}
+    assert {f.name for f in rec.family} == names
+    # Halving mangles the passage the fake answers from: both halving candidates fail, early.
+    assert out.outcomes["halving-2x-k1-hybrid-dense"].decision == "fail"
+    assert rec.line().startswith("recommendation: ") and "anytime-valid Holm across 3 candidates" in rec.line()
+    store = DuckDBStore(req.sweep.store_path)
+    stored = store.recommendation("project-run")
+    assert stored is not None and stored["procedure"] == "holm-anytime" and stored["n_questions"] == out.n_questions
+    assert len(store.family_verdicts("project-run")) == 3
+    # A candidate decided before the end is swept in no later batch: its rows stop at its last look.
+    for name, o in out.outcomes.items():
+        later = out.runs[len(o.runs) :]
+        held = {r["setting_name"] for run in later for r in store.leaderboard(run)}
+        assert name not in held, (name, later)
+    assert any(len(o.runs) < len(out.runs) for o in out.outcomes.values()) or len(out.runs) == 1
+
+    # Run again: every look's batch run is read back, nothing swept again, the same recommendation.
+    again = run_sequential_grid(req, components(ExtractingGenerator()))
+    assert again.runs == out.runs and again.recommendation.verdict == rec.verdict
+
+
+def _grid(p_values: dict[str, float], own: dict[str, str], tmp_path: Path) -> _Grid:
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY)
+    cands = []
+    for name, p in p_values.items():
+        c = _Candidate(Setting(top_k=int(name[1:]), compressor="none"), name)
+        c.p_value, c.own = p, own[name]
+        cands.append(c)
+    return _Grid(None, GatePolicy.load(policy), None, None, [], "g", None, None, cands)  # type: ignore[arg-type]
+
+
+def test_a_candidate_that_passes_alone_is_held_until_holm_passes_it(tmp_path: Path) -> None:
+    """Three candidates each passing its own test at a = 0.05: gated one by one all three would ship; Holm
+    passes the smallest p-value only at a / 3 or below, so at 0.04 none passes yet (they continue); at 0.01 the
+    first passes and the next needs a / 2 (step-down); once it is 0.02, all three pass."""
+    grid = _grid({"k1": 0.04, "k2": 0.045, "k3": 0.049}, {"k1": "pass", "k2": "pass", "k3": "pass"}, tmp_path)
+    grid._adjust(final=False)
+    assert [c.state for c in grid.candidates] == ["continue"] * 3
+    grid.candidates[0].p_value = 0.01
+    grid._adjust(final=False)
+    assert [c.state for c in grid.candidates] == ["pass", "continue", "continue"]  # 0.045 > a / 2
+    grid.candidates[1].p_value = 0.02
+    grid._adjust(final=False)
+    assert [c.state for c in grid.candidates] == ["pass", "pass", "pass"]  # 0.02 <= a / 2, 0.049 <= a
+    held = _grid({"k1": 0.04, "k2": 0.3, "k3": 0.049}, {"k1": "pass", "k2": "continue", "k3": "pass"}, tmp_path)
+    held._adjust(final=True)
+    assert [c.state for c in held.candidates] == ["undecided"] * 3  # held by Holm at the budget: never a pass
+
+
+def test_a_failed_candidate_keeps_its_p_value_in_the_family(tmp_path: Path) -> None:
+    """k counts every candidate gated, failed ones included: one that failed still makes the step a / 2."""
+    grid = _grid({"k1": 0.9, "k2": 0.04}, {"k1": "fail", "k2": "pass"}, tmp_path)
+    grid._adjust(final=False)
+    assert [c.state for c in grid.candidates] == ["fail", "continue"]  # 0.04 > a / 2 = 0.025
+    grid.candidates[1].p_value = 0.02
+    grid._adjust(final=False)
+    assert [c.state for c in grid.candidates] == ["fail", "pass"]
+
+
+def test_latency_is_timed_only_while_the_decision_needs_it(tmp_path: Path) -> None:
+    """A candidate whose latency test failed, or whose latency p-value clears Holm's strictest step a / k, is
+    timed in no later batch; one that clears a alone but not a / k is timed again."""
+    grid = _grid({"k1": 1.0, "k2": 1.0}, {"k1": "continue", "k2": "continue"}, tmp_path)
+    policy = grid.policy.model_copy(update={"latency": grid.policy.latency or _latency_rule()})
+    grid = _Grid(None, policy, None, None, [], "g", None, None, grid.candidates)  # type: ignore[arg-type]
+    first, second = grid.candidates
+    assert grid._needs_timing(first)  # never timed
+    first.timed, first.latency_p = ["r1"], 0.03  # below a = 0.05, above a / 2 = 0.025
+    assert grid._needs_timing(first)
+    first.latency_p = 0.02
+    assert not grid._needs_timing(first)
+    first.blocked = ["other processes used 40 % of the cores"]
+    assert grid._needs_timing(first)  # a blocked measurement decided nothing
+    from eval.gate.sequential import SequentialLook
+
+    second.timed = ["r1"]
+    second.looks = {"e2e_live_s": [SequentialLook(metric="e2e_live_s", n=5, estimate=0.5, lower=0.4, upper=0.6,
+                                                  threshold=0.9, verdict="fail")]}  # fmt: skip
+    assert not grid._needs_timing(second)
+
+
+def _latency_rule() -> LatencyRule:
+    return LatencyRule(metric="e2e_live_s", min_speedup=1.0)
+
+
+def test_cover_grid_holds_exactly_the_open_settings() -> None:
+    from eval.settings import CompressionSpec, GridConfig
+
+    full = GridConfig(
+        compressions=[CompressionSpec(), CompressionSpec(compressor="halving", target_ratio=2.0)], top_ks=[1, 3, 8]
+    ).expand()
+    wanted = [s for s in full if (s.compressor, s.top_k) in {("none", 8), ("none", 1), ("halving", 3)}]
+    assert {s.name for s in cover_grid(wanted).expand()} == {s.name for s in wanted}
