@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,6 +21,9 @@ from flows.terminal import (
     seconds,
     show_path,
 )
+
+if TYPE_CHECKING:
+    from eval.gate import Recommendation
 
 
 @app.command()
@@ -179,9 +182,21 @@ def _run_project(project_file: Path, label: str, end_with_recommendation: bool =
     rec = result.recommendation
     if rec is None:
         return code, None
-    out.print(f"every other setting against the shipped one, {rec.shipped}:", highlight=False, soft_wrap=True)
+    print_recommendation(rec, end_with_recommendation)
+    return code, rec.line()
+
+
+def print_recommendation(rec: Recommendation, end_with_recommendation: bool = True) -> None:
+    """Each other setting's verdict line against the shipped one, then (unless the caller prints it itself)
+    the recommendation, the last line: what to ship. `run` and `gate --shipped` print it so.
+    """
+    from eval.gate import verdict_line
+
+    sequential = rec.procedure == "holm-anytime"
+    how = ", batch by batch until decided" if sequential else ""
+    out.print(f"every other setting against the shipped one, {rec.shipped}{how}:", highlight=False, soft_wrap=True)
     for decision in rec.decisions:
-        out.print(f"  {verdict_line(decision)}", highlight=False, soft_wrap=True)
+        after = f" after {decision.n_questions} questions" if sequential else ""
+        out.print(f"  {verdict_line(decision)}{after}", highlight=False, soft_wrap=True)
     if end_with_recommendation:
         out.print(rec.line(), highlight=False, soft_wrap=True)  # the last line: what to ship
-    return code, rec.line()

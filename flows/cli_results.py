@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -147,11 +147,29 @@ def gate(
         int | None, typer.Option(min=1, help="Question budget (sequential) [policy, else 3000].")
     ] = None,
     seed: Annotated[int | None, typer.Option(min=0, help="Seeds the sequential draw order [0].")] = None,
+    shipped: Annotated[
+        str | None,
+        typer.Option(
+            help="The setting in production today: gate every other setting of --run against it (Holm across "
+            "them) and end with one recommendation; exit 0 ship or keep shipping, 2 undecided.",
+        ),
+    ] = None,
 ) -> None:
     """May this setting ship? Exit 0 pass, 1 fail, 2 could not decide. With --until-decided, computes batch
-    after batch until it can decide, every look stored (a killed gate resumes where it stopped).
+    after batch until it can decide, every look stored (a killed gate resumes where it stopped). With
+    --shipped, which setting of the run should replace the one in production, if any?
     """
     prepare_environment()
+    if shipped is not None:
+        pair_only = {
+            "--config": config_file, "--baseline": baseline, "--candidate": candidate, "--baseline-run": baseline_run,
+            "--candidate-run": candidate_run, "--report": report_file, "--until-decided": until_decided or None,
+            "--sweep-config": sweep_config, "--batch": batch, "--max-questions": max_questions, "--seed": seed,
+        }  # fmt: skip
+        given_too = [flag for flag, value in pair_only.items() if value is not None]
+        if given_too:
+            fail(f"--shipped gates every other setting of the run against {shipped}: drop {', '.join(given_too)}")
+        _gate_against_shipped(store, policy, run, shipped)
     from eval.gate import GateDecision, GateRequest
     from flows.config import given, load_config
     from flows.pipeline import gate_flow
@@ -186,6 +204,32 @@ def gate(
         fail(error_message(decision) if isinstance(decision, Exception) else f"gate failed: {decision}")
     print_decision(decision)
     raise typer.Exit(decision.exit_code)
+
+
+def _gate_against_shipped(store: Path | None, policy: Path | None, run: str | None, shipped: str) -> NoReturn:
+    """`gate --shipped`: every other setting of `run` (default: the store's latest) against `shipped`, Holm
+    across them, the recommendation stored; prints each candidate's verdict line and the recommendation last,
+    and exits on it (0 ship or keep shipping, 2 undecided).
+    """
+    from eval.gate import GateRequest, gate_against_shipped
+    from eval.store import DuckDBStore
+    from flows.cli_project import print_recommendation
+
+    if store is None:
+        fail("--shipped needs --store: the results file holding the run")
+    if not store.is_file():
+        fail(f"{store}: no results store here")
+    try:
+        db = DuckDBStore(store)
+        run_id = run or db.latest_run()
+        if run_id is None:
+            fail(f"{store}: no runs stored yet")
+        policy_path = policy or GateRequest.model_fields["policy_path"].default
+        rec = gate_against_shipped(db, run_id, policy_path, shipped)
+    except (CribsheetError, ValueError) as exc:
+        fail(error_message(exc))
+    print_recommendation(rec)  # the recommendation last
+    raise typer.Exit(rec.exit_code)
 
 
 @app.command()

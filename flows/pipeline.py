@@ -34,6 +34,7 @@ from eval.gate import (
     watch_line,
     watch_shipped,
 )
+from eval.gate.policy import ShippedSetting
 from eval.release_report import write_report
 from eval.run.runner import SettingOutput
 from eval.run.sweep import SettingWrap, SweepResult, run_sweep
@@ -200,9 +201,13 @@ class ShippedSettingRegressed(CribsheetError):
 
 
 @task(name="watch-shipped", cache_policy=NO_CACHE)
-def watch_task(store_path: Path, run_id: str, policy_path: Path) -> GateDecision | None:
-    """Tonight's rows of the shipped setting against the run it shipped on (None: no shipped setting)."""
-    return watch_shipped(DuckDBStore(store_path), run_id, policy_path)
+def watch_task(
+    store_path: Path, run_id: str, policy_path: Path, shipped: ShippedSetting | None = None
+) -> GateDecision | None:
+    """Tonight's rows of the shipped setting (`shipped`, else the policy's block) against the run it shipped
+    on (None: no shipped setting).
+    """
+    return watch_shipped(DuckDBStore(store_path), run_id, policy_path, shipped)
 
 
 @flow(name="cribsheet-gate", log_prints=True)
@@ -292,6 +297,14 @@ def project_flow(project_file: Path) -> ProjectResult:
     config = project.sweep_config(questions)
     result = sweep_task(config)
     publish_leaderboard(result)
+    if project.shipped_setting is not None:  # `shipped: {setting, run}`: the nightly watch, as the sweep flow's
+        watched = watch_task(config.store_path, result.run_id, project.policy, project.shipped_setting)
+        if watched is not None:  # never None with a setting given
+            publish_gate(watched)
+            line = watch_line(watched)
+            print(line)
+            if watched.decision == "fail":
+                raise ShippedSettingRegressed(line)
     decisions = gate_each_task(config.store_path, result.run_id, project.policy)
     sequential: list[GateDecision] = []
     if policy.sequential is not None:

@@ -9,15 +9,18 @@ import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from corpus.errors import CribsheetError
 from corpus.sources import SourceConfig
 from eval.settings import CompressionSpec, GridConfig, SweepConfig
+
+if TYPE_CHECKING:
+    from eval.gate.policy import ShippedSetting
 
 PROJECT_FILE = "cribsheet.yaml"
 SIGNATURE = "# written by cribsheet init; sha256 of the lines above: "
@@ -88,7 +91,37 @@ class Project(BaseModel):
     shipped: str | None = None
     """The setting in production today (a setting of the grid): every other setting of the run is gated
     against it too, with Holm's adjustment across them, and `run` ends with one recommendation (ship one,
-    keep shipping this one, or undecided) and exits on it. None: each compressed setting against its twin only."""
+    keep shipping this one, or undecided) and exits on it. None: each compressed setting against its twin only.
+    Written as the name or as `{setting: NAME, run: RUN_ID}` (`run` optional); this field holds the name."""
+    shipped_run: str | None = None
+    """The run `shipped` shipped on (the mapping form's `run`): `run` then also gates tonight's rows of it
+    against that run's, the nightly watch (`eval.gate.watch_shipped`). None: not watched."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_shipped(cls, data: Any) -> Any:
+        """`shipped: {setting: NAME, run: RUN_ID}` split into `shipped` (the name, as every reader takes it)
+        and `shipped_run`; a plain name passes as it is.
+        """
+        if not isinstance(data, Mapping) or not isinstance(data.get("shipped"), Mapping):
+            return data
+        given = data["shipped"]
+        unknown = sorted(str(k) for k in given if k not in ("setting", "run"))
+        if unknown or not isinstance(given.get("setting"), str):
+            what = f"unknown key(s) {', '.join(unknown)}" if unknown else "it names no setting"
+            raise ValueError(f"shipped: a setting name or {{setting: NAME, run: RUN_ID}}; {what}")
+        if data.get("shipped_run") is not None:
+            raise ValueError("shipped: give its run as shipped.run or as shipped_run, not both")
+        return {**data, "shipped": given["setting"], "shipped_run": given.get("run")}
+
+    @property
+    def shipped_setting(self) -> ShippedSetting | None:
+        """The setting in production and the run it shipped on, which `run` watches (None: no run given)."""
+        from eval.gate.policy import ShippedSetting
+
+        if self.shipped is None or self.shipped_run is None:
+            return None
+        return ShippedSetting(setting=self.shipped, run=self.shipped_run)
 
     @classmethod
     def load(cls, path: Path) -> Project:
@@ -261,7 +294,7 @@ probe_questions: {probes}        # questions every setting's latency is timed on
 
 def _shipped_yaml(name: str | None) -> str:
     """The commented `shipped:` lines of the project file: uncommented, `run` also gates every setting against
-    it and ends with one recommendation.
+    it and ends with one recommendation; written with the run it shipped on, `run` also watches it nightly.
     """
     if name is None:
         return ""
@@ -269,7 +302,9 @@ def _shipped_yaml(name: str | None) -> str:
         f"# shipped: {name}   # what is in production today: uncomment and every other setting\n"
         "                           # is gated against it too (Holm across them; context_token_recall reports but\n"
         "                           # does not decide there: fewer passages hold fewer words by construction) and\n"
-        "                           # run ends with one recommendation (ship X, keep shipping this, or undecided)\n"
+        "                           # run ends with one recommendation (ship X, keep shipping this, or undecided);\n"
+        "                           # written {setting: NAME, run: <run id>}, run also watches it nightly:\n"
+        "                           # tonight's rows of it against that run's; a regression ends the run failed\n"
     )
 
 

@@ -21,8 +21,8 @@ from flows.project_questions import QUESTIONS_FILE
 
 def check_settings(project: Project, project_file: Path) -> GatePolicy:
     """The setting names the project gives (`sequential`, `candidates`, `shipped`), the gate policy (read by the gate's
-    own loader), the sweep's components and every model it will load; returns the policy. Reads no corpus
-    and writes nothing.
+    own loader; its `shipped` block, when it has one, must name the project's `shipped:` setting), the sweep's
+    components and every model it will load; returns the policy. Reads no corpus and writes nothing.
     """
     where = Path(project_file)
     names = {s.name for s in project.grid.expand()}
@@ -39,6 +39,11 @@ def check_settings(project: Project, project_file: Path) -> GatePolicy:
         policy = GatePolicy.load(project.policy)
     except CribsheetError as exc:
         raise CribsheetError(f"{where}: policy: {exc}") from None
+    if project.shipped is not None and policy.shipped is not None and policy.shipped.setting != project.shipped:
+        raise CribsheetError(
+            f"{where}: shipped: {project.shipped}, but its policy {project.policy} watches "
+            f"{policy.shipped.setting} as shipped; name one setting in production in both"
+        )
     try:
         config = project.sweep_config(project.questions.path or project.workdir / QUESTIONS_FILE)
     except ValidationError as exc:

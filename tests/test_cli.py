@@ -288,6 +288,54 @@ def test_gate_until_decided_sweeps_batches_prints_the_decision_and_exits_with_it
     assert list(tmp_path.glob("logs/gate-*.log"))  # the engines' output went to a log, not the terminal
 
 
+def _shipped_store(tmp_path: Path) -> tuple[Path, Path]:
+    """A results store with two runs of one grid, and a policy file: in r1 (80 questions) a top-3 as good as the
+    shipped none-k8 and twice as fast passes against it; in r2, the latest, 20 questions decide nothing."""
+    import numpy as np
+
+    from eval.store import DuckDBStore
+    from tests.eval.test_gate import N, baseline_values, fill
+    from tests.eval.test_recommend import SHIPPED_POLICY
+
+    store = DuckDBStore(tmp_path / "r.duckdb")
+    base = baseline_values()
+    ttft = np.array(base["probe_ttft_s"])
+    grid = {"none-k8": base, "none-k3": base | {"probe_ttft_s": (ttft / 2).tolist()}}
+    meta: dict[str, dict[str, object]] = {"none-k8": {"top_k": 8}}
+    fill(store, "r1", grid, meta=meta)
+    fill(store, "r2", grid, questions=[f"q{i}" for i in range(N // 4)], meta=meta)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(SHIPPED_POLICY.model_dump_json())  # JSON is YAML
+    return store.path, policy
+
+
+def test_gate_shipped_gates_every_other_setting_ends_with_the_recommendation_and_exits_on_it(tmp_path: Path) -> None:
+    import duckdb
+
+    store, policy = _shipped_store(tmp_path)
+    flags = ("gate", "--store", str(store), "--policy", str(policy), "--shipped", "none-k8")
+    for given_run, verdict, code in ((["--run", "r1"], "ship", 0), ([], "undecided", 2)):  # r2: the latest
+        proc = run(*flags, *given_run, tmp=tmp_path)
+        lines = proc.stdout.strip().splitlines()
+        assert proc.returncode == code, proc.stdout + proc.stderr
+        assert lines[-1].startswith(f"recommendation: {verdict} "), proc.stdout
+        assert lines[-2].strip().startswith("none-k3 vs none-k8: "), proc.stdout  # each candidate's line above it
+    with duckdb.connect(str(store), read_only=True) as con:
+        stored = con.execute("SELECT run_id, verdict FROM recommendations ORDER BY run_id").fetchall()
+    assert stored == [("r1", "ship"), ("r2", "undecided")]
+
+
+def test_gate_shipped_refuses_a_candidate_or_baseline_in_one_line(tmp_path: Path) -> None:
+    store, policy = _shipped_store(tmp_path)
+    flags = ("gate", "--store", str(store), "--policy", str(policy), "--shipped", "none-k8")
+    for pair in (["--candidate", "none-k3"], ["--baseline", "none-k8", "--candidate", "none-k3"]):
+        proc = run(*flags, *pair, tmp=tmp_path)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and len(lines) == 1 and not proc.stdout, proc.stdout + proc.stderr
+        drop = ", ".join(flag for flag in ("--baseline", "--candidate") if flag in pair)
+        assert lines[0] == f"error: --shipped gates every other setting of the run against none-k8: drop {drop}"
+
+
 def _nightly_index(index: Path, nights: int, apart: tuple[int, ...] = (1,)) -> list[Any]:
     """An index synced on `nights` nights (one document changed each), with each night's snapshot; the nights
     in `apart` start past reclaim's margin after the one before (LanceDB removes by age)."""

@@ -12,7 +12,7 @@ from corpus.runtime import hardware_text
 from eval.cells import cell
 from eval.gate.decision import GateDecision, Labels, decide
 from eval.gate.load_check import LoadCheck, latency_column, load_check
-from eval.gate.policy import GatePolicy, GateRequest
+from eval.gate.policy import GatePolicy, GateRequest, ShippedSetting
 from eval.gate.render import decision_json, markdown_report
 from eval.gate.statistics import geometric_ci
 from eval.store import DuckDBStore, RunMeta, SettingRef
@@ -183,15 +183,18 @@ def precision_differences(
     return [f"engine precision of the samples: {', '.join(b)} vs {', '.join(c)}"]
 
 
-def watch_shipped(store: DuckDBStore, run_id: str, policy_path: Path) -> GateDecision | None:
-    """Tonight's rows of the shipped setting (the policy's `shipped` block) against the run it shipped on, on
-    the questions both hold: a change of corpus, model or code that made it worse fails here, naming the
-    metric. None when the policy names no shipped setting. The decision row is stored like any gate's.
+def watch_shipped(
+    store: DuckDBStore, run_id: str, policy_path: Path, shipped: ShippedSetting | None = None
+) -> GateDecision | None:
+    """Tonight's rows of the shipped setting (`shipped`, else the policy's `shipped` block: a project file
+    names its own) against the run it shipped on, on the questions both hold: a change of corpus, model or
+    code that made it worse fails here, naming the metric. None when neither names a shipped setting. The
+    decision row is stored like any gate's.
     """
     policy = GatePolicy.load(policy_path)
-    if policy.shipped is None:
+    shipped = shipped or policy.shipped
+    if shipped is None:
         return None
-    shipped = policy.shipped
     shipped_ref = store.resolve_setting(shipped.setting, shipped.run)
     tonight_ref = store.resolve_setting(shipped.setting, run_id)
     base, cand = store.paired_samples(shipped_ref, tonight_ref)

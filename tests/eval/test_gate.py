@@ -442,6 +442,34 @@ def test_the_watch_gates_tonights_rows_of_the_shipped_setting_against_the_run_it
     assert watch_shipped(store, "r-clean", unwatched) is None
 
 
+def test_the_watch_takes_the_shipped_setting_it_is_given_over_the_policys_block(
+    store: DuckDBStore, tmp_path: Path
+) -> None:
+    """A project file names its own shipped setting and run (`shipped: {setting, run}`): given, it is watched
+    whatever the policy's `shipped` block says, and with a policy that has none."""
+    import yaml
+
+    from eval.gate import watch_shipped
+    from eval.gate.policy import ShippedSetting
+
+    shipped = baseline_values()
+    worse = dict(shipped, answer_contains=[0.0] * 40 + shipped["answer_contains"][40:])
+    fill(store, "r-shipped", {"pruned": shipped, "other": shipped}, hardware="cpu")
+    fill(store, "r-worse", {"pruned": worse, "other": shipped}, hardware="cpu")
+    elsewhere = tmp_path / "elsewhere.yaml"  # the policy watches another setting, which holds
+    elsewhere.write_text(
+        yaml.safe_dump(POLICY.model_dump(mode="json") | {"shipped": {"setting": "other", "run": "r-shipped"}})
+    )
+    unwatched = tmp_path / "plain.yaml"
+    unwatched.write_text(yaml.safe_dump(POLICY.model_dump(mode="json")))
+    assert (by_policy := watch_shipped(store, "r-worse", elsewhere)) is not None and by_policy.decision == "pass"
+    given = ShippedSetting(setting="pruned", run="r-shipped")
+    for policy in (elsewhere, unwatched):
+        d = watch_shipped(store, "r-worse", policy, given)
+        assert d is not None and (d.baseline, d.candidate) == ("pruned@r-shipped", "pruned@r-worse")
+        assert d.decision == "fail" and any(r.startswith("answer_contains: fail") for r in d.reasons)
+
+
 def test_run_differences_name_what_is_unknown_never_none() -> None:
     import re
 

@@ -374,3 +374,73 @@ def test_run_with_shipped_gates_every_setting_against_it_and_ends_with_one_recom
     html = (workdir / "report" / "report.html").read_text()
     assert 0 < html.index('id="recommendation"') < html.index("Release decisions")  # shown first
     assert (workdir / "report" / "report.md").read_text().split("\n")[2].startswith("**recommendation: ")
+
+
+def test_shipped_written_with_its_run_parses_into_the_name_and_the_run_and_init_says_so(tmp_path: Path) -> None:
+    from corpus.errors import CribsheetError
+    from eval.gate.policy import ShippedSetting
+    from flows.project import Project, _shipped_yaml
+
+    project = tmp_path / "cribsheet.yaml"
+    raw = {"corpus": {"path": "docs"}, "shipped": {"setting": "none-k8-hybrid-dense", "run": "20261206T010203-abc123"}}
+    project.write_text(yaml.safe_dump(raw))
+    loaded = Project.load(project)
+    assert (loaded.shipped, loaded.shipped_run) == ("none-k8-hybrid-dense", "20261206T010203-abc123")
+    assert loaded.shipped_setting == ShippedSetting(setting="none-k8-hybrid-dense", run="20261206T010203-abc123")
+    project.write_text(yaml.safe_dump(raw | {"shipped": {"setting": "none-k8-hybrid-dense"}}))  # no run: not watched
+    assert (Project.load(project).shipped, Project.load(project).shipped_setting) == ("none-k8-hybrid-dense", None)
+    project.write_text(yaml.safe_dump(raw | {"shipped": "none-k8-hybrid-dense"}))  # the name alone, as before
+    assert (Project.load(project).shipped, Project.load(project).shipped_run) == ("none-k8-hybrid-dense", None)
+    project.write_text(yaml.safe_dump(raw | {"shipped": {"setting": "none-k8-hybrid-dense", "runs": "r"}}))
+    with pytest.raises(CribsheetError, match=f"^{re.escape(str(project))}: .*shipped: .*unknown key\\(s\\) runs$"):
+        Project.load(project)
+    assert "{setting: NAME, run: <run id>}" in _shipped_yaml("none-k8-hybrid-dense")  # init's comment says so
+
+
+def test_run_with_shipped_and_its_run_watches_it_and_a_regression_ends_the_run_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`shipped: {setting, run}`: after the sweep, tonight's rows of the shipped setting are gated against the
+    run it shipped on (the nightly watch, its decision row stored) and the run goes on; a regression is one
+    error line, exit 2, before any other gate."""
+    import flows.pipeline
+
+    tree = shutil.copytree(TREE, tmp_path / "docs")
+    project = tmp_path / "cribsheet.yaml"
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump({
+        "min_questions": 2, "confidence": 0.6, "latency": None,
+        "metrics": [{"name": "answer_token_recall", "margin": 1.0}, {"name": "context_token_recall", "margin": 1.0}],
+    }))  # fmt: skip
+    raw = {
+        "corpus": {"path": tree.name}, "embedder": "hash", "generator": {"name": "fake"},
+        "policy": "policy.yaml", "probe_questions": 2, "probe_repeats": 1, "questions": {"generate": 12},
+        "grid": {"top_ks": [2], "compressions": [{"compressor": "none"}, {"compressor": "halving", "target_ratio": 2}]},
+        "shipped": "none-k2-hybrid-dense",
+    }  # fmt: skip
+    project.write_text(yaml.safe_dump(raw))
+    first = CliRunner().invoke(app, ["run", str(project)])
+    assert "shipped setting" not in first.output, first.output  # no run given: nothing watched
+    store = tmp_path / "runs" / "project" / "results.duckdb"
+    with duckdb.connect(str(store), read_only=True) as con:
+        (shipped_run,) = con.execute("SELECT run_id FROM runs").fetchone() or ("",)
+    project.write_text(yaml.safe_dump(raw | {"shipped": {"setting": "none-k2-hybrid-dense", "run": shipped_run}}))
+    clean = CliRunner().invoke(app, ["run", str(project)])
+    assert clean.stdout.strip().splitlines()[-1].startswith("recommendation: "), clean.output  # the run went on
+    with duckdb.connect(str(store), read_only=True) as con:
+        watched = con.execute(
+            "SELECT baseline, candidate, decision FROM gate_decisions WHERE baseline_run = ? AND candidate_run <> ?",
+            [shipped_run] * 2,
+        ).fetchall()
+    assert len(watched) == 1, watched  # the watch's decision row: the shipped run's rows against tonight's
+    assert watched[0][0] == f"none-k2-hybrid-dense@{shipped_run}" and watched[0][2] == "pass"
+
+    def regressed(*args: object) -> object:
+        return real(*args).model_copy(update={"decision": "fail"})  # type: ignore[attr-defined]
+
+    real = flows.pipeline.watch_shipped
+    monkeypatch.setattr(flows.pipeline, "watch_shipped", regressed)
+    failed = CliRunner().invoke(app, ["run", str(project)])
+    errors = [line for line in failed.output.splitlines() if line.startswith("error:")]
+    assert failed.exit_code == 2 and len(errors) == 1, failed.output
+    assert errors[0].startswith("error: shipped setting FAIL: none-k2-hybrid-dense@"), errors[0]
+    assert "recommendation" not in failed.output  # it stopped at the watch, before any other gate

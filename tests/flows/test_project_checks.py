@@ -80,6 +80,11 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
         "grid.rerankers (cross-encoder:/nowhere/scorer): /nowhere/scorer: no such folder",
     ),
     "corpus missing": ({"corpus": {"path": "no-docs"}}, "", "corpus.path: {dir}/no-docs: no such folder or file"),
+    "policy watches another shipped": (
+        {"policy": "watch.yaml", "shipped": {"setting": "none-k2-hybrid-dense", "run": "r0"}},
+        "shipped: {setting: halving-2x-k2-hybrid-dense, run: r0}\n",
+        "shipped: none-k2-hybrid-dense, but its policy {dir}/watch.yaml watches halving-2x-k2-hybrid-dense as shipped",
+    ),
 }
 
 
