@@ -37,6 +37,7 @@ from eval.gate import (
 from eval.gate.policy import ShippedSetting
 from eval.release_report import write_report
 from eval.run.runner import SettingOutput
+from eval.run.sequential_grid import GridOutcome
 from eval.run.sweep import SettingWrap, SweepResult, run_sweep
 from eval.settings import Setting, SweepConfig
 from eval.store import DuckDBStore
@@ -144,6 +145,22 @@ def gate_each_task(store_path: Path, run_id: str, policy_path: Path) -> list[Gat
 def recommend_task(store_path: Path, run_id: str, policy_path: Path, shipped: str) -> Recommendation:
     """Gate every other setting of the run against the shipped one, Holm across them: one recommendation."""
     return gate_against_shipped(DuckDBStore(store_path), run_id, policy_path, shipped)
+
+
+@task(name="sequential-recommendation", cache_policy=NO_CACHE)
+def sequential_grid_task(
+    sweep: SweepConfig, shipped: str, policy_path: Path, run_id: str, report_dir: Path
+) -> GridOutcome:
+    """Every other setting of the grid against `shipped`, batch by batch until decided, Holm over anytime-valid
+    p-values (`eval.run.sequential_grid`): the recommendation stored under `run_id`.
+    """
+    from eval.run.sequential_grid import SequentialGridRequest, run_sequential_grid
+
+    quiet_offline_env()
+    request = SequentialGridRequest(
+        sweep=sweep, shipped=shipped, policy_path=policy_path, run_id=run_id, report_dir=report_dir
+    )
+    return run_sequential_grid(request, progress=report)
 
 
 @task(name="release-report", cache_policy=NO_CACHE)
@@ -307,9 +324,15 @@ def project_flow(project_file: Path) -> ProjectResult:
                 raise ShippedSettingRegressed(line)
     decisions = gate_each_task(config.store_path, result.run_id, project.policy)
     sequential: list[GateDecision] = []
-    if policy.sequential is not None:
+    recommendation = None
+    every = config.model_copy(update={"limit": None})
+    if policy.sequential is not None and project.shipped is not None:
+        # Every candidate against the shipped setting batch by batch, past the sweep's `limit`, Holm over
+        # anytime-valid p-values: the recommendation. The twin gates above stay as fixed-n diagnostics.
+        grid = sequential_grid_task(every, project.shipped, project.policy, result.run_id, project.workdir / "report")
+        recommendation = grid.recommendation  # its decisions are each candidate's, printed with it
+    elif policy.sequential is not None:
         # The sequential gate goes on past the sweep's `limit`, batch by batch over the whole question file.
-        every = config.model_copy(update={"limit": None})
         wanted = project.sequential
         for d in [d for d in decisions if wanted is None or d.candidate in wanted]:
             request = GateRequest(
@@ -321,8 +344,7 @@ def project_flow(project_file: Path) -> ProjectResult:
                 report_path=project.workdir / "report" / f"sequential-{d.candidate}.md",
             )
             sequential.append(sequential_gate_task(request, every))
-    recommendation = None
-    if project.shipped is not None:
+    if project.shipped is not None and recommendation is None:
         # The twin gates above stay as diagnostics; what may replace the shipped setting is decided here.
         recommendation = recommend_task(config.store_path, result.run_id, project.policy, project.shipped)
     for decision in [*decisions, *sequential]:

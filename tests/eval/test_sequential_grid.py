@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from eval.gate.policy import GatePolicy, LatencyRule
 from eval.run.sequential_grid import SequentialGridRequest, _Candidate, _Grid, cover_grid, run_sequential_grid
 from eval.settings import Setting
@@ -139,3 +141,20 @@ def test_cover_grid_holds_exactly_the_open_settings() -> None:
     ).expand()
     wanted = [s for s in full if (s.compressor, s.top_k) in {("none", 8), ("none", 1), ("halving", 3)}]
     assert {s.name for s in cover_grid(wanted).expand()} == {s.name for s in wanted}
+
+
+def test_a_busy_machine_stops_the_grid_undecided_never_passing_on_latency(
+    setup: SweepSetup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another job held the cores through every slot: the load check refuses each candidate's latency verdict,
+    so none passes (a quality FAIL still stands), each stops undecided or failed with the reason named."""
+    monkeypatch.setattr("eval.run.load.LoadMeter.foreign", lambda self, mark: 1e9)
+    _, components = setup
+    latency = "latency: {metric: e2e_cold_s, min_speedup: 0.5, min_probes: 4}"
+    req = _request(setup, tmp_path, POLICY.replace("latency: null", latency))
+    out = run_sequential_grid(req, components(ExtractingGenerator()))
+    assert out.recommendation.verdict != "ship"
+    for o in out.outcomes.values():
+        assert o.decision in ("undecided", "fail")
+        assert any("other processes used" in r for r in o.reasons), o.reasons
+    assert {f.p_value for f in out.recommendation.family} == {1.0}  # a refused latency verdict is no evidence

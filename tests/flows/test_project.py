@@ -444,3 +444,35 @@ def test_run_with_shipped_and_its_run_watches_it_and_a_regression_ends_the_run_f
     assert failed.exit_code == 2 and len(errors) == 1, failed.output
     assert errors[0].startswith("error: shipped setting FAIL: none-k2-hybrid-dense@"), errors[0]
     assert "recommendation" not in failed.output  # it stopped at the watch, before any other gate
+
+
+def test_run_with_shipped_and_a_sequential_policy_recommends_batch_by_batch(tmp_path: Path) -> None:
+    """Fast tier, fakes: with a `sequential:` block the recommendation comes from the sequential grid (every
+    candidate against the shipped setting batch by batch, Holm over anytime-valid p-values), stored as
+    `holm-anytime` with the questions it drew, printed last; the twin gates stay as fixed-n diagnostics."""
+    tree = shutil.copytree(TREE, tmp_path / "docs")
+    project = tmp_path / "cribsheet.yaml"
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump({
+        "min_questions": 2, "confidence": 0.6,
+        "metrics": [{"name": "answer_token_recall", "margin": 1.0}, {"name": "context_token_recall", "margin": 1.0}],
+        "latency": {"metric": "e2e_cold_s", "min_speedup": 0.1, "min_probes": 2},
+        "sequential": {"batch": 6, "budget": 12, "probes": 2},
+    }))  # fmt: skip
+    raw = {
+        "corpus": {"path": tree.name}, "embedder": "hash", "generator": {"name": "fake"},
+        "policy": "policy.yaml", "probe_questions": 3, "questions": {"generate": 12},
+        "grid": {"top_ks": [2, 3],
+                 "compressions": [{"compressor": "none"}, {"compressor": "halving", "target_ratio": 2}]},
+        "shipped": "none-k3-hybrid-dense",
+    }  # fmt: skip
+    project.write_text(yaml.safe_dump(raw))
+    result = CliRunner().invoke(app, ["run", str(project)])
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("recommendation: ") and "anytime-valid Holm across 3 candidates" in last, result.output
+    assert "halving-2x-k3-hybrid-dense vs none-k3-hybrid-dense:" in result.output  # the twin gate, kept
+    assert "against the shipped one, none-k3-hybrid-dense, batch by batch until decided:" in result.output
+    with duckdb.connect(str(tmp_path / "runs" / "project" / "results.duckdb"), read_only=True) as con:
+        rec = con.execute("SELECT procedure, k, n_questions FROM v_recommendation").fetchall()
+        looks = con.execute("SELECT count(DISTINCT sequence_id) FROM gate_looks").fetchall()
+    assert len(rec) == 1 and rec[0][:2] == ("holm-anytime", 3) and 0 < rec[0][2] <= 12
+    assert looks == [(3,)]  # one sequence of looks per candidate
