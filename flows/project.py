@@ -84,7 +84,8 @@ class Project(BaseModel):
     probe_repeats: int = Field(default=SweepConfig.model_fields["probe_repeats"].default, ge=1)
     """Blocks per probe question: each times every setting once and each baseline twice (the A/A floor)."""
     sequential: list[str] | None = None
-    """Candidates gated sequentially when the policy has a `sequential:` block (None: every candidate)."""
+    """Candidates gated sequentially against their twins when the policy has a `sequential:` block (None: every
+    candidate); not read with `shipped:`, where every candidate is gated sequentially against the shipped one."""
     candidates: list[str] | None = None
     """The settings you mean to ship: a FAIL of one of them makes `run` exit 1, a FAIL of another is reported
     and read as decided (None: every candidate is one)."""
@@ -293,18 +294,19 @@ probe_questions: {probes}        # questions every setting's latency is timed on
 
 
 def _shipped_yaml(name: str | None) -> str:
-    """The commented `shipped:` lines of the project file: uncommented, `run` also gates every setting against
-    it and ends with one recommendation; written with the run it shipped on, `run` also watches it nightly.
+    """The `shipped:` lines of the project file: `run` gates every other setting against it and ends with one
+    recommendation; written with the run it shipped on, `run` also watches it nightly.
     """
     if name is None:
         return ""
     return (
-        f"# shipped: {name}   # what is in production today: uncomment and every other setting\n"
-        "                           # is gated against it too (Holm across them; context_token_recall reports but\n"
-        "                           # does not decide there: fewer passages hold fewer words by construction) and\n"
-        "                           # run ends with one recommendation (ship X, keep shipping this, or undecided);\n"
-        "                           # written {setting: NAME, run: <run id>}, run also watches it nightly:\n"
-        "                           # tonight's rows of it against that run's; a regression ends the run failed\n"
+        f"shipped: {name}   # what is in production today (replace it with yours): every other\n"
+        "                           # setting is gated against it (Holm across them; context_token_recall reports\n"
+        "                           # but does not decide there: fewer passages hold fewer words by construction)\n"
+        "                           # and run ends with one recommendation (ship X, keep shipping this, or\n"
+        "                           # undecided) and exits on it; delete the line to gate each compressed setting\n"
+        "                           # against its twin only; written {setting: NAME, run: <run id>}, run also\n"
+        "                           # watches it nightly: tonight's rows of it against that run's\n"
     )
 
 

@@ -91,11 +91,12 @@ class Recommendation(BaseModel):
             d = self.chosen
             assert d is not None
             passed = sum(f.adjusted_verdict == "pass" for f in self.family)
-            figures = _figures(d)
+            figures = _figures(d, anytime=self.procedure == "holm-anytime")
+            which = "the fastest" if d.latency is not None else "the first in the grid's order (no speed-up to rank)"
             return (
                 f"recommendation: ship {self.recommended} instead of {self.shipped}"
                 + (f" ({figures})" if figures else "")
-                + f"; the fastest of {passed} that passed ({family}): figures after selection are optimistic "
+                + f"; {which} of {passed} that passed ({family}): figures after selection are optimistic "
                 "(winner's curse)"
             )
         if self.verdict == "keep":
@@ -112,15 +113,18 @@ class Recommendation(BaseModel):
         return f"recommendation: undecided against {self.shipped}: {'; '.join(parts)} ({family})"
 
 
-def _figures(d: GateDecision) -> str:
-    """The chosen candidate's speed-up and answer metric against `shipped`, with their intervals."""
+def _figures(d: GateDecision, anytime: bool = False) -> str:
+    """The chosen candidate's speed-up and answer metric against `shipped`, with their intervals (`anytime`:
+    the sequential gate's confidence-sequence bounds at the look that decided, so labelled).
+    """
     out = []
+    bounds = "anytime bounds " if anytime else ""
     if d.latency is not None:
         lat = d.latency
-        out.append(f"{lat.speedup:.2f}x as fast end to end [{lat.ci_low:.2f}, {lat.ci_high:.2f}]")
+        out.append(f"{lat.speedup:.2f}x as fast end to end [{bounds}{lat.ci_low:.2f}, {lat.ci_high:.2f}]")
     answer = answer_result(d)
     if answer is not None:
-        out.append(f"{answer.name} {answer.diff:+.3f} [{answer.ci_low:+.3f}, {answer.ci_high:+.3f}]")
+        out.append(f"{answer.name} {answer.diff:+.3f} [{bounds}{answer.ci_low:+.3f}, {answer.ci_high:+.3f}]")
     return ", ".join(out)
 
 
@@ -148,21 +152,35 @@ def recommend(
     decisions: Sequence[GateDecision],
     p_values: Mapping[str, float],
     policy: GatePolicy,
-    own: Mapping[str, str] | None = None,
 ) -> Recommendation:
     """The recommendation from each candidate's decision against `shipped` and its p-value: Holm over all of
-    them at `pass_level(policy)`, then the fastest that passes (module doc). `own`: each candidate's verdict
-    gated alone where it differs from its decision's (a sequential candidate Holm held back is undecided).
+    them at `pass_level(policy)`, then the fastest that passes (module doc).
     """
     level = pass_level(policy)
-    verdicts = {d.candidate: (own or {}).get(d.candidate, d.decision) for d in decisions}
-    family = family_verdicts(
+    verdicts = {d.candidate: d.decision for d in decisions}
+    return recommend_from(run_id, shipped, decisions, _holm(decisions, p_values, verdicts, level), level)
+
+
+def _holm(
+    decisions: Sequence[GateDecision], p_values: Mapping[str, float], verdicts: Mapping[str, str], level: float
+) -> list[FamilyVerdict]:
+    """Holm's step-down over every candidate's p-value, in the decisions' order."""
+    return family_verdicts(
         [
             CandidateResult(name=d.candidate, p_value=p_values[d.candidate], verdict=verdicts[d.candidate])  # type: ignore[arg-type]
             for d in decisions
         ],
         level,
     )
+
+
+def recommend_from(
+    run_id: str, shipped: str, decisions: Sequence[GateDecision], family: Sequence[FamilyVerdict], level: float
+) -> Recommendation:
+    """The recommendation from each candidate's decision and its verdicts before and after the adjustment:
+    the fastest that passed after it ("ship"), else "undecided" when one could not decide, else "keep".
+    """
+    family = list(family)
     by_name = {d.candidate: d for d in decisions}
     passed = [f.name for f in family if f.adjusted_verdict == "pass"]
     reasons = [
@@ -190,15 +208,22 @@ def _speedup_or_none(d: GateDecision) -> float | None:
     return d.latency.speedup if d.latency is not None else None
 
 
-def candidate_p_value(store: DuckDBStore, base: SettingRef, cand: SettingRef, policy: GatePolicy) -> float:
+def candidate_p_value(
+    store: DuckDBStore, base: SettingRef, cand: SettingRef, policy: GatePolicy, latency_decided: bool = True
+) -> float:
     """A candidate's fixed-n p-value against `base`, from the rows, paired speed-ups and policy its decision
-    read (`run_gate`: the questions in id order, the latency phase's per-question ratios of one run).
+    read (`run_gate`: the questions in id order, the latency phase's per-question ratios of one run). With
+    `latency_decided` False (the gate gave no latency verdict: a busy machine, halves that disagree, a biased
+    A/A, too few probes) the latency test gives 1: evidence the load check refused must not rank a candidate
+    first and relax Holm's steps for the others.
     """
     base_rows, cand_rows = store.paired_samples(base, cand)
     ids = sorted(set(base_rows) & set(cand_rows))
     pairs = paired_arrays(base_rows, cand_rows, ids, policy)
     speedups = None
-    if policy.latency:
+    if policy.latency and not latency_decided:
+        speedups = np.zeros(0)
+    elif policy.latency:
         ratios, _, _ = paired_latency(store, base, cand, policy)
         if ratios is not None:
             speedups = np.array([ratios[q] for q in ids if q in ratios], dtype=float)
@@ -223,7 +248,8 @@ def gate_against_shipped(store: DuckDBStore, run_id: str, policy_path: Path, shi
         decision = run_gate(request, policy=policy, store=store)
         cand_ref = SettingRef(run_id=run_id, setting_hash=r["setting_hash"], setting_name=r["setting_name"])
         decisions.append(decision)
-        p_values[decision.candidate] = candidate_p_value(store, shipped_ref, cand_ref, decision.policy)
+        decided = decision.latency is not None and decision.latency.verdict in ("pass", "fail")
+        p_values[decision.candidate] = candidate_p_value(store, shipped_ref, cand_ref, decision.policy, decided)
     rec = recommend(run_id, shipped, decisions, p_values, policy)
     store.add_recommendation(*recommendation_rows(rec))
     return rec

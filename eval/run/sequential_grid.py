@@ -16,15 +16,16 @@ tests). Then, at every look, Holm over all k candidates' current p-values at a =
   question) stops undecided, with p-value 1 for what was blocked;
 - the rest continue, until every candidate is decided or the budget is spent (then undecided).
 
-Why this holds the family-wise error rate at a however many looks are taken: p-values never grow (a running
-maximum of the capital only rises; a stopped candidate's is frozen), Holm is monotone in them, so a candidate
-passed at any look passes under Holm at the end; each p-value is valid at its own stopping time by Ville's
-inequality, and Holm holds under any dependence (the candidates share the shipped setting and the questions).
-docs/sequential.md states it with its references; `benchmarks/gate_grid.py` measures it.
+Why this holds the family-wise error rate at a however many looks are taken: every p-value Holm reads at a
+look is at least 1 / sup K of its test (a running maximum of the capital only rises; a stopped candidate's
+is frozen; a refused latency verdict reads 1), and Holm is monotone, so a candidate passed at any look passes
+under Holm applied to the p-values 1 / sup K, valid by Ville's inequality; Holm holds under any dependence
+(the candidates share the shipped setting and the questions). A candidate passed at a look stays passed in
+the recommendation. docs/sequential.md states it with its references; `benchmarks/gate_grid.py` measures it.
 
-Latency probes are spent where the decision needs them: a candidate whose latency test has failed, or whose
-latency p-value already clears Holm's strictest step (a / k), is timed in no later batch; the shipped setting is
-timed while any open candidate still needs it, and a batch in which none does times nothing.
+Latency probes are spent where the decision needs them: a candidate whose latency test has failed, or has
+passed with a p-value that already clears Holm's strictest step (a / k), is timed in no later batch; the
+shipped setting is timed while any open candidate still needs it, and a batch in which none does times nothing.
 
 Every look of every candidate is stored (`gate_looks`, one sequence id per candidate), each candidate's
 decision as a `gate_decisions` row, the recommendation and each candidate's verdict before and after the
@@ -47,10 +48,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from corpus.errors import CribsheetError, InputFileError
 from corpus.models import Question
 from eval.gate.decision import paired_arrays
-from eval.gate.family import family_verdicts, pass_level, sequential_p_value
+from eval.gate.family import FamilyVerdict, family_verdicts, pass_level, sequential_p_value
 from eval.gate.load_check import latency_column, latency_reasons, load_check
 from eval.gate.policy import GatePolicy, SequentialPlan
-from eval.gate.recommend import Recommendation, recommend, recommendation_rows
+from eval.gate.recommend import Recommendation, recommend_from, recommendation_rows
 from eval.gate.sequential import SequentialLook, gate_capitals, refuse_unbounded, sequential_decision
 from eval.gate.statistics import LatencyResult, MetricResult
 from eval.metrics import DIRECTIONS
@@ -113,6 +114,8 @@ class _Candidate:
     own: str = "continue"
     """Its own sequential verdict, before the adjustment."""
     p_value: float = 1.0
+    adjusted_p: float = 1.0
+    """Holm's adjusted p-value at the look the candidate was decided at (or the last look)."""
     latency_p: float = 1.0
     blocked: list[str] = field(default_factory=list)
     looks: dict[str, list[SequentialLook]] = field(default_factory=dict)
@@ -190,8 +193,15 @@ def run_sequential_grid(
     ]
     store = store or DuckDBStore(config.store_path)
     stored: dict[int, str] = {}
+    failed_looks: set[int] = set()
     for c in candidates:
-        stored |= {look.look: look.run_id for look in store.looks(c.sequence_id) if not look.n_failed}
+        for look in store.looks(c.sequence_id):
+            if look.n_failed:
+                failed_looks.add(look.look)
+            else:
+                stored[look.look] = look.run_id
+    # A look at which any candidate had a failed question is swept again, as the single gate does.
+    stored = {look: run_id for look, run_id in stored.items() if look not in failed_looks}
     owned = components is None
     if owned:  # one engine for every batch
         from eval.run.wiring import build_components
@@ -270,16 +280,19 @@ class _Grid:
         return self._finish(runs, n_drawn)
 
     def _needs_timing(self, c: _Candidate) -> bool:
-        """Whether a later batch must time `c`: the policy gates latency, and its test neither failed nor
-        already clears Holm's strictest step (a / k) without further probes.
+        """Whether a later batch must time `c`: the policy gates latency, and its test has neither failed nor
+        passed with a p-value that already clears Holm's strictest step (a / k).
         """
         lat = self.policy.latency
         if lat is None:
             return False
         seq = c.looks.get(lat.metric)
-        if seq and seq[-1].verdict == "fail":
+        verdict = seq[-1].verdict if seq else "continue"
+        if verdict == "fail" and not c.blocked:
             return False
-        return not (c.timed and not c.blocked and c.latency_p <= self.level / len(self.candidates))
+        # A pass needs the test's own verdict (min_probes reached, no clipped pair) as well as the p-value: a
+        # p-value under a / k with too few probes would freeze a latency test that can never pass.
+        return not (verdict == "pass" and not c.blocked and c.latency_p <= self.level / len(self.candidates))
 
     def _look(self, c: _Candidate, drawn: list[str]) -> None:
         """The candidate's own tests over every question and timed probe so far: its looks, own verdict,
@@ -339,6 +352,7 @@ class _Grid:
         for c, f in zip(self.candidates, family, strict=True):
             if c.state != "continue":
                 continue
+            c.adjusted_p = f.adjusted_p  # a passed candidate keeps the adjusted p-value it passed at
             if f.adjusted_verdict in ("pass", "fail", "undecided"):
                 c.state = f.adjusted_verdict
             elif final:
@@ -361,19 +375,48 @@ class _Grid:
             base, cand, ids, failed = c.samples
             extra = [f"{len(failed)} question(s) failed in a setting (e.g. {failed[:3]}); rerun before gating"]
             extra = (extra if failed else []) + c.blocked
+            if c.own == "pass" and c.state != "pass":
+                extra.append(
+                    f"passed alone (p {c.p_value:.4f}) but not across the grid: Holm-adjusted p {c.adjusted_p:.4f} "
+                    f"above the family-wise level {self.level:.4f} over {len(self.candidates)} candidates"
+                )
             outcome = _finish(gate, c.state, c.runs, base, cand, ids, extra)
             outcomes[name] = outcome
             decision = as_decision(outcome, policy, self.shipped.name, name)
             decisions.append(decision.model_copy(update={"metrics": self._metrics(c), "latency": self._latency(c)}))
-        p_values = {c.setting.name: c.p_value for c in self.candidates}
-        own = {c.setting.name: c.own if c.own != "continue" else "undecided" for c in self.candidates}
-        rec = recommend(request.run_id, self.shipped.name, decisions, p_values, policy, own=own)
-        fixed = [n for o in outcomes.values() for n in o.fixed_n.values() if n]
+        # The family as the looks left it: a candidate Holm passed at some look stays passed (each p-value it
+        # was compared with was at least 1 / sup K, a valid p-value, and Holm is monotone), whatever later
+        # looks did to the others' p-values (a latency verdict refused later is 1).
+        rec = recommend_from(request.run_id, self.shipped.name, decisions, self._family(), self.level)
+        chosen = rec.recommended or min(
+            (c.setting.name for c in self.candidates if c.state == "undecided"),
+            key=lambda name: _fixed_n(outcomes[name]) or 10**9,
+            default=None,
+        )
         rec = rec.model_copy(
-            update={"procedure": PROCEDURE, "n_questions": n_drawn, "fixed_n_questions": max(fixed) if fixed else None}
+            update={
+                "procedure": PROCEDURE,
+                "n_questions": n_drawn,
+                "fixed_n_questions": _fixed_n(outcomes[chosen]) if chosen else None,
+            }
         )
         self.store.add_recommendation(*recommendation_rows(rec))
         return GridOutcome(recommendation=rec, outcomes=outcomes, runs=runs, n_questions=n_drawn)
+
+    def _family(self) -> list[FamilyVerdict]:
+        """Each candidate's verdicts as the looks left them: its own (before the adjustment) and its state (after
+        it), with the Holm-adjusted p-value of the look that decided it.
+        """
+        return [
+            FamilyVerdict(
+                name=c.setting.name,
+                p_value=c.p_value,
+                verdict=c.own if c.own != "continue" else "undecided",  # type: ignore[arg-type]
+                adjusted_p=c.adjusted_p,
+                adjusted_verdict=c.state if c.state != "continue" else "undecided",  # type: ignore[arg-type]
+            )
+            for c in self.candidates
+        ]
 
     def _metrics(self, c: _Candidate) -> list[MetricResult]:
         """Each policy metric's latest look as a `MetricResult` (its bounds: the anytime confidence sequence)."""
@@ -384,8 +427,8 @@ class _Grid:
             seq = c.looks.get(rule.name)
             if not seq or rule.name not in pairs:
                 continue
-            b, k = pairs[rule.name]
             last = seq[-1]
+            b, k = pairs[rule.name][0][: last.n], pairs[rule.name][1][: last.n]  # the pairs the look read
             verdict = last.verdict if last.verdict != "continue" else "undecided"
             out.append(
                 MetricResult(
@@ -416,6 +459,14 @@ class _Grid:
             min_speedup=lat.min_speedup, verdict=last.verdict if last.verdict != "continue" else "undecided",
             estimand="geometric mean of per-question paired ratios (anytime confidence sequence)",
         )  # fmt: skip
+
+
+def _fixed_n(outcome: SequentialOutcome) -> int | None:
+    """Paired questions a fixed-n design with 80 % power would need for this candidate: the largest over its
+    deciding metrics (None: unknown).
+    """
+    needs = [n for n in outcome.fixed_n.values() if n]
+    return max(needs) if needs else None
 
 
 __all__ = ["PROCEDURE", "GridOutcome", "SequentialGridRequest", "cover_grid", "run_sequential_grid"]

@@ -266,11 +266,16 @@ class DuckDBStore(RunLifecycle, LatencyStore, RecommendationStore):
 
     def latest_run(self) -> str | None:
         """Id of the most recently started run that stored a sample (a run that failed before its first
-        setting has nothing to show); the most recent run when none did.
+        setting has nothing to show), a sequential gate's batch runs last (a batch holds a few questions and the
+        settings still open: never what `report` or `gate --shipped` mean by the latest run); the most recent
+        run when none did.
         """
+        batches = (
+            "EXISTS (SELECT 1 FROM gate_looks g WHERE g.run_id = r.run_id)" if self._has("gate_looks") else "false"
+        )
         rows = self.query(
-            "SELECT run_id FROM runs r ORDER BY EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.run_id) DESC, "
-            "started_at DESC LIMIT 1"
+            f"SELECT run_id FROM runs r ORDER BY {batches} ASC, "
+            "EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.run_id) DESC, started_at DESC LIMIT 1"
         )
         return str(rows[0]["run_id"]) if rows else None
 

@@ -84,6 +84,8 @@ class RecommendationRow(Row):
     per-question ratios shipped / candidate), optimistic after selection (the fastest of those that passed)."""
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
+    """Its interval: the bootstrap CI over the probe questions (`holm`), or the confidence sequence's bounds at
+    the look that decided (`holm-anytime`: anytime-valid, one-sided levels as the sequential gate splits them)."""
     answer_metric: str | None = None
     """The policy's first deciding answer metric, the one reported beside the speed-up."""
     answer_diff: float | None = None
@@ -100,11 +102,12 @@ class RecommendationRow(Row):
     worse than a margin."""
     created_at: dt.datetime
     reasons: str
+    """JSON list: why this verdict (which candidates passed before and after the adjustment)."""
     n_questions: int | None = None
     """`holm-anytime`: questions drawn when the sequential grid stopped (NULL: a fixed-n recommendation)."""
     fixed_n_questions: int | None = None
-    """`holm-anytime`: paired questions a fixed-n design with 80 % power would need, from the differences seen."""
-    """JSON list: why this verdict (which candidates passed before and after the adjustment)."""
+    """`holm-anytime`: paired questions a fixed-n design with 80 % power would need for the recommended
+    candidate (else the undecided one nearest to a decision), from the differences seen."""
 
 
 class FamilyVerdictRow(Row):

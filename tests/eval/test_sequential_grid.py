@@ -97,6 +97,22 @@ def test_a_candidate_that_passes_alone_is_held_until_holm_passes_it(tmp_path: Pa
     assert [c.state for c in held.candidates] == ["undecided"] * 3  # held by Holm at the budget: never a pass
 
 
+def test_a_candidate_passed_at_a_look_stays_passed_whatever_later_looks_do(tmp_path: Path) -> None:
+    """k1 passes at a look where k2's p-value made Holm's second step a / 1; later k2's latency is refused (its
+    p-value reads 1) and it stops undecided. Holm over the final p-values would hold k1 (0.04 > a / 2), but
+    k1 was passed on p-values each at least 1 / sup K of its test: it stays passed, with the adjusted p-value
+    it passed at."""
+    grid = _grid({"k1": 0.04, "k2": 0.001}, {"k1": "pass", "k2": "continue"}, tmp_path)
+    grid._adjust(final=False)
+    assert [c.state for c in grid.candidates] == ["pass", "continue"]
+    first, second = grid.candidates
+    second.p_value, second.own = 1.0, "undecided"
+    grid._adjust(final=True)
+    one, two = grid._family()
+    assert one.adjusted_verdict == "pass" and one.adjusted_p == pytest.approx(0.04)
+    assert two.adjusted_verdict == "undecided"
+
+
 def test_a_failed_candidate_keeps_its_p_value_in_the_family(tmp_path: Path) -> None:
     """k counts every candidate gated, failed ones included: one that failed still makes the step a / 2."""
     grid = _grid({"k1": 0.9, "k2": 0.04}, {"k1": "fail", "k2": "pass"}, tmp_path)
@@ -108,25 +124,54 @@ def test_a_failed_candidate_keeps_its_p_value_in_the_family(tmp_path: Path) -> N
 
 
 def test_latency_is_timed_only_while_the_decision_needs_it(tmp_path: Path) -> None:
-    """A candidate whose latency test failed, or whose latency p-value clears Holm's strictest step a / k, is
-    timed in no later batch; one that clears a alone but not a / k is timed again."""
+    """A candidate whose latency test failed, or passed with a p-value that clears Holm's strictest step a / k,
+    is timed in no later batch; one that clears a alone but not a / k is timed again, and so is one whose
+    p-value is small but whose test has not passed (too few probes for `min_probes`: stopping there would
+    freeze a test that can never pass)."""
+    from eval.gate.sequential import SequentialLook
+
+    def look(verdict: str) -> dict[str, list[SequentialLook]]:
+        return {"e2e_live_s": [SequentialLook(metric="e2e_live_s", n=5, estimate=2.0, lower=1.5, upper=3.0,
+                                              threshold=0.95, verdict=verdict)]}  # fmt: skip
+
     grid = _grid({"k1": 1.0, "k2": 1.0}, {"k1": "continue", "k2": "continue"}, tmp_path)
-    policy = grid.policy.model_copy(update={"latency": grid.policy.latency or _latency_rule()})
+    policy = grid.policy.model_copy(update={"latency": _latency_rule()})
     grid = _Grid(None, policy, None, None, [], "g", None, None, grid.candidates)  # type: ignore[arg-type]
     first, second = grid.candidates
     assert grid._needs_timing(first)  # never timed
-    first.timed, first.latency_p = ["r1"], 0.03  # below a = 0.05, above a / 2 = 0.025
+    first.timed, first.latency_p, first.looks = ["r1"], 0.03, look("pass")  # below a = 0.05, above a / 2
     assert grid._needs_timing(first)
     first.latency_p = 0.02
     assert not grid._needs_timing(first)
-    first.blocked = ["other processes used 40 % of the cores"]
+    first.looks = look("continue")  # the same p-value before min_probes: the test must go on
+    assert grid._needs_timing(first)
+    first.looks, first.blocked = look("pass"), ["other processes used 40 % of the cores"]
     assert grid._needs_timing(first)  # a blocked measurement decided nothing
-    from eval.gate.sequential import SequentialLook
-
-    second.timed = ["r1"]
-    second.looks = {"e2e_live_s": [SequentialLook(metric="e2e_live_s", n=5, estimate=0.5, lower=0.4, upper=0.6,
-                                                  threshold=0.9, verdict="fail")]}  # fmt: skip
+    second.timed, second.looks = ["r1"], look("fail")
     assert not grid._needs_timing(second)
+
+
+def test_the_sweep_times_only_the_settings_the_grid_asks_for(
+    setup: SweepSetup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run_sweep(timed=...)` reaches the latency phase: a candidate the grid no longer needs timed has no
+    latency slot in any batch run, while the shipped setting and the others have theirs."""
+    skip = "halving-2x-k1-hybrid-dense"
+    monkeypatch.setattr(_Grid, "_needs_timing", lambda self, c: c.setting.name != skip)
+    _, components = setup
+    latency = "latency: {metric: e2e_cold_s, min_speedup: 0.5, min_probes: 4}"
+    req = _request(setup, tmp_path, POLICY.replace("latency: null", latency))
+    out = run_sequential_grid(req, components(ExtractingGenerator()))
+    store = DuckDBStore(req.sweep.store_path)
+    hashes = {s.name: req.sweep.setting_hash(s) for s in req.sweep.grid.expand()}
+    for run in out.runs:
+        timed = {
+            r["setting_hash"]
+            for r in store.query("SELECT DISTINCT setting_hash FROM latency_slots WHERE run_id = ?", [run])
+        }
+        swept = {r["setting_name"] for r in store.leaderboard(run)}
+        assert hashes[SHIPPED] in timed and hashes[skip] not in timed
+        assert {hashes[n] for n in swept if n != skip} <= timed  # every other swept setting was timed
 
 
 def _latency_rule() -> LatencyRule:
