@@ -13,19 +13,12 @@ from eval.run.sequential_grid import SequentialGridRequest, _Candidate, _Grid, c
 from eval.settings import Setting
 from eval.store import DuckDBStore
 from tests.conftest import write_jsonl
+from tests.eval.test_sequential_gate import POLICY as GATE_POLICY
 from tests.eval.test_sequential_gate import pool
 from tests.fakes import ExtractingGenerator
 from tests.helpers import SweepSetup
 
-POLICY = """
-version: 2
-confidence: 0.9
-min_questions: 2
-metrics:
-  - {name: answer_contains, margin: 0.02}
-latency: null
-sequential: {batch: 20, budget: 100}
-"""
+POLICY = GATE_POLICY + "sequential: {batch: 20, budget: 100}\n"  # the single gate's policy, batch by batch
 SHIPPED = "none-k3-hybrid-dense"
 
 
