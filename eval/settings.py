@@ -244,7 +244,11 @@ class SweepConfig(BaseModel):
     """A setting with more failed samples than this (a dead engine fails them all) ends the run `failed`
     with the reason; its rows stay for diagnosis, and a resumed run computes it again."""
     verifier: VerifierConfig | None = None
-    """A model verifier of claims (NLI / fact checking) beside the rule checker: `samples.faithfulness_model`."""
+    """A model verifier beside the rule checker (NLI / fact checking, or the generator's own likelihoods):
+    `samples.faithfulness_model`."""
+    corpus_kind: Literal["documentation", "encyclopedia"] | None = None
+    """What the corpus is, for the faithfulness methods' validity figures (docs/faithfulness.md): the
+    leaderboard, report and gate print the figure of this kind beside faithfulness; None: not known."""
 
     @field_validator("embedder")
     @classmethod
@@ -258,7 +262,7 @@ class SweepConfig(BaseModel):
         if self.judge is not None:
             _known(JUDGES, self.judge.name, self.judge.model_dump())
         if self.verifier is not None:
-            _known(VERIFIERS, self.verifier.name, self.verifier.model_dump())
+            _known(VERIFIERS, self.verifier.name, self.verifier.options())
         for spec in self.grid.compressions:
             _known(COMPRESSORS, spec.compressor, self.compressor.model_dump())
         return self
@@ -274,7 +278,7 @@ class SweepConfig(BaseModel):
         if self.judge is not None:
             specs["judge"] = JUDGES.spec(self.judge.name, self.judge.model_dump())
         if self.verifier is not None:
-            specs["verifier"] = VERIFIERS.spec(self.verifier.name, self.verifier.model_dump())
+            specs["verifier"] = self.verifier.spec()
         return specs
 
     def setting_hash(self, setting: Setting) -> str:

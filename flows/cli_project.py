@@ -160,7 +160,7 @@ def _run_project(project_file: Path, label: str, end_with_recommendation: bool =
             highlight=False,
         )
     err.print(f"  engine log: {log}", highlight=False)
-    print_leaderboard(sweep.leaderboard, f"{label} run {sweep.run_id}")
+    print_leaderboard(sweep.leaderboard, f"{label} run {sweep.run_id}", sweep.faithfulness)
     out.print(noise_floor_line(sweep.noise_floor, sweep.load), highlight=False, soft_wrap=True)
     out.print(
         f"release gate, each candidate against its uncompressed twin ({_shown(project.policy)}):", highlight=False

@@ -111,7 +111,7 @@ def report(
         if run_id is None:
             fail(f"{store}: no runs stored yet")
         rows = db.leaderboard(run_id)
-        print_leaderboard(rows, f"run {run_id}")
+        print_leaderboard(rows, f"run {run_id}", db.run_meta(run_id).validity_lines())
         if out_dir is not None:
             show_path(write_report(db, run_id, out_dir))
         if html is not None:

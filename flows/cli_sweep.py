@@ -85,7 +85,8 @@ def sweep(
     verifier: Annotated[
         str | None,
         typer.Option(
-            help="nli:MODEL: a model verifier of claims (local folder or HF-cache id) beside the rule checker."
+            help="A model verifier beside the rule checker: likelihood (the generator's own likelihoods, packaged "
+            "card), likelihood:CARD, or nli:MODEL (local folder or HF-cache id)."
         ),
     ] = None,
     resume: Annotated[
@@ -153,7 +154,7 @@ def _print_sweep(result: SweepResult, log: Path | None, store_path: Path) -> Non
             f"{result.settings_reused} reused from earlier runs, {result.settings_computed} computed",
             highlight=False,
         )
-    print_leaderboard(result.leaderboard, f"run {result.run_id}")
+    print_leaderboard(result.leaderboard, f"run {result.run_id}", result.faithfulness)
     out.print(noise_floor_line(result.noise_floor, result.load), highlight=False, soft_wrap=True)
     err.print(f"engine log: {log}", highlight=False)
     show_path(store_path)

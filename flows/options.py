@@ -55,12 +55,14 @@ def judge_overrides(ref: str | None, url: str | None, model: str | None) -> dict
 
 
 def verifier_overrides(ref: str | None) -> dict[str, Any]:
-    """`--verifier nli:MODEL` -> the verifier's name and model."""
+    """`--verifier nli:MODEL`, `likelihood` or `likelihood:CARD` -> the verifier's name and model."""
     if ref is None:
         return {}
     name, sep, model = ref.partition(":")
+    if name == "likelihood" and not sep:
+        return {"name": name}
     if not sep or not model:
-        fail(f"--verifier '{ref}': expected NAME:MODEL, e.g. nli:/models/deberta-v3-mnli")
+        fail(f"--verifier '{ref}': expected NAME:MODEL, e.g. nli:/models/deberta-v3-mnli, or likelihood")
     return {"name": name, "model": model}
 
 

@@ -11,7 +11,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -83,6 +83,13 @@ class Project(BaseModel):
     """Questions whose latency every setting is timed on (the policy's `min_probes` needs as many)."""
     probe_repeats: int = Field(default=SweepConfig.model_fields["probe_repeats"].default, ge=1)
     """Blocks per probe question: each times every setting once and each baseline twice (the A/A floor)."""
+    verifier: str | None = None
+    """A model verifier of faithfulness beside the rule checker: `likelihood` (the generator's own
+    likelihoods through the packaged card), `likelihood:CARD` (a card file, relative to this file), or
+    `nli:MODEL`; its verdicts are `samples.faithfulness_model`. None: the rule checker alone."""
+    corpus_kind: Literal["documentation", "encyclopedia"] | None = None
+    """What the corpus is, for the faithfulness methods' validity figures printed beside faithfulness
+    (None: encyclopedia when `dataset:` writes the bundled one, else documentation)."""
     sequential: list[str] | None = None
     """Candidates gated sequentially against their twins when the policy has a `sequential:` block (None: every
     candidate); not read with `shipped:`, where every candidate is gated sequentially against the shipped one."""
@@ -148,6 +155,7 @@ class Project(BaseModel):
                 "policy": packaged_policy() if project.policy == DEFAULT_POLICY else here(project.policy),
                 "workdir": here(project.workdir),
                 "generator": project.generator | _model_here(project.generator.get("model"), here),
+                "verifier": _verifier_here(project.verifier, here),
             }
         )
 
@@ -171,8 +179,17 @@ class Project(BaseModel):
                 "probe_questions": self.probe_questions,
                 "probe_repeats": self.probe_repeats,
                 **({"generator": self.generator} if self.generator else {}),
+                **({"verifier": self.verifier_config()} if self.verifier else {}),
+                "corpus_kind": self.corpus_kind or ("encyclopedia" if self.dataset else "documentation"),
             }
         )
+
+    def verifier_config(self) -> dict[str, Any]:
+        """`verifier:` as the sweep's verifier config: `likelihood`, `likelihood:CARD` or `nli:MODEL`."""
+        name, sep, model = (self.verifier or "").partition(":")
+        if sep and not model or not sep and name != "likelihood":
+            raise CribsheetError(f"verifier: '{self.verifier}': write likelihood, likelihood:CARD or nli:MODEL")
+        return {"name": name, **({"model": model} if model else {})}
 
 
 def _model_here(model: object, here: Callable[[Path], Path]) -> dict[str, str]:
@@ -182,6 +199,16 @@ def _model_here(model: object, here: Callable[[Path], Path]) -> dict[str, str]:
     if isinstance(model, str) and model.startswith(("/", "./", "../", "~")):
         return {"model": str(here(Path(model)))}
     return {}
+
+
+def _verifier_here(verifier: str | None, here: Callable[[Path], Path]) -> str | None:
+    """`likelihood:CARD` with the card resolved against the project file's folder; others as written (an
+    nli model written as a path is resolved the same way).
+    """
+    name, sep, model = (verifier or "").partition(":")
+    if verifier is None or not sep or not model.startswith(("/", "./", "../", "~")) and name != "likelihood":
+        return verifier
+    return f"{name}:{here(Path(model))}"
 
 
 def default_shipped(grid: GridConfig) -> str | None:

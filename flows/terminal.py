@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
@@ -44,6 +44,10 @@ sees it (TTFT of the prompt run alone after a cache reset, and the whole request
 rerank, the compressor computing the context as a first request pays it, TTFT alone), the offline bill a request
 read but did not pay (a recorded precompute's compressions, index-time vectors: never in the end-to-end figure),
 the answers phase's compressor seconds; the batch TTFT includes queueing behind the other prompts and comes last."""
+
+
+MODEL_COLUMN = ("faithfulness_model", "faithful (model)", "{:.3f}")
+"""The model verifier's column, after the rule checker's, shown when a verifier ran."""
 
 
 def seconds(value: float | None) -> str:
@@ -143,14 +147,22 @@ def engine_log(path: Path) -> Iterator[Path]:
             stream.close()
 
 
-def print_leaderboard(rows: list[dict[str, Any]], title: str) -> None:
-    """The leaderboard as a terminal table; a missing figure (a NULL, a nan) is the empty-cell mark."""
+def print_leaderboard(rows: list[dict[str, Any]], title: str, faithfulness: Sequence[str] = ()) -> None:
+    """The leaderboard as a terminal table; a missing figure (a NULL, a nan) is the empty-cell mark. Under it,
+    the method behind each faithfulness column and how far it can be trusted on this corpus kind.
+    """
     table = Table(title=title)
-    for _, header, _ in LEADERBOARD_COLUMNS:
+    columns = list(LEADERBOARD_COLUMNS)
+    if any(r.get("faithfulness_model") is not None for r in rows):
+        columns.insert(columns.index(("faithfulness", "faithful", "{:.3f}")) + 1, MODEL_COLUMN)
+    for _, header, _ in columns:
         table.add_column(header, justify="left" if header == "setting" else "right")
     for row in rows:
-        table.add_row(*[cell(row.get(key), fmt) for key, _, fmt in LEADERBOARD_COLUMNS])
+        table.add_row(*[cell(row.get(key), fmt) for key, _, fmt in columns])
     out.print(table)
+    for line in faithfulness:
+        shown = line.replace("faithfulness_model:", "faithful (model):", 1).replace("faithfulness:", "faithful:", 1)
+        out.print(shown, highlight=False, soft_wrap=True)
 
 
 def noise_floor_line(floor: Any, load: Any = None) -> str:

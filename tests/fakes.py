@@ -270,3 +270,55 @@ def _stalling_generator(config: FakeGeneratorConfig, deps: GeneratorDeps) -> Gen
 def _halving(config: HalvingConfig, deps: CompressorDeps) -> Compressor:
     """Keeps every other word (tests only)."""
     return HalvingCompressor(fail_on=config.fail_on, cache=deps.cache)
+
+
+class WordIdTokenizer(WordTokenizer):
+    """Whitespace words as tokens with ids and character offsets: enough for the likelihood verifier."""
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}
+
+    def _words(self, text: str) -> list[re.Match[str]]:
+        return list(re.finditer(r"\S+", text))
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [self.vocab.setdefault(m.group(), len(self.vocab)) for m in self._words(text)]
+
+    def __call__(
+        self, text: str, add_special_tokens: bool = False, return_offsets_mapping: bool = False
+    ) -> dict[str, Any]:
+        words = self._words(text)
+        out: dict[str, Any] = {"input_ids": [self.vocab.setdefault(m.group(), len(self.vocab)) for m in words]}
+        if return_offsets_mapping:
+            out["offset_mapping"] = [m.span() for m in words]
+        return out
+
+
+def copy_logprobs(token_ids: Sequence[Sequence[int]]) -> list[list[float | None]]:
+    """A language model that finds a word likely (-0.5) when it appeared earlier in the sequence, else not
+    (-5.0): an answer copied from its passages is likelier with them than without."""
+    rows: list[list[float | None]] = []
+    for ids in token_ids:
+        row: list[float | None] = [None]
+        row += [-0.5 if tok in ids[:i] else -5.0 for i, tok in enumerate(ids) if i > 0]
+        rows.append(row)
+    return rows
+
+
+class ScoringGenerator(ExtractingGenerator):
+    """The extracting fake that also scores prompt tokens (a `TokenScorer`), by `copy_logprobs`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokenizer = WordIdTokenizer()
+        self.scored = 0
+
+    def token_logprobs(self, token_ids: Sequence[Sequence[int]]) -> list[list[float | None]]:
+        self.scored += len(token_ids)
+        return copy_logprobs(token_ids)
+
+
+@GENERATORS.register("fake-scoring", FakeGeneratorConfig)
+def _scoring_generator(config: FakeGeneratorConfig, deps: GeneratorDeps) -> Generator:
+    """The fake that also scores prompt tokens (tests of the likelihood verifier only)."""
+    return ScoringGenerator()

@@ -19,13 +19,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.errors import CribsheetError
 from corpus.registry import Registry
 from corpus.text import content_words, sentence_spans
+from eval.faithfulness.likelihood import AnswerItem, AnswerLikelihood, LikelihoodConfig, LikelihoodVerifier
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,32 @@ class Verifier(Protocol):
         ...
 
 
-VERIFIERS: Registry[Verifier, None] = Registry("verifier")
+@runtime_checkable
+class AnswerVerifier(Protocol):
+    """Scores whole answers (and their claims) against the prompt they were generated from."""
+
+    name: str
+
+    def score_answers(self, items: Sequence[AnswerItem]) -> list[AnswerLikelihood]:
+        """One verdict per answer, with its claims', in order."""
+        ...
+
+
+@dataclass(frozen=True)
+class VerifierDeps:
+    """What a verifier may use of the sweep: the generator's engine (it scores tokens) and how it renders a
+    prompt, for a verifier that reads the generator's own likelihoods.
+    """
+
+    scorer: Any = None
+    """The generator, when it scores prompt tokens (`TokenScorer`); None otherwise."""
+    render: Any = None
+    """`(context, question) -> prompt`, the sweep's prompt layout."""
+    generator_model: str | None = None
+    """The generator's model (folder or id)."""
+
+
+VERIFIERS: Registry[Verifier | AnswerVerifier, VerifierDeps | None] = Registry("verifier")
 """Registered model verifiers; `VerifierConfig.name` names one."""
 
 
@@ -74,10 +100,34 @@ class NliConfig(BaseModel):
     LABEL_1); None = found by name in `id2label`."""
 
 
-class VerifierConfig(NliConfig):
-    """The sweep's model verifier: a registered name and its model."""
+class VerifierConfig(BaseModel):
+    """The sweep's model verifier: a registered name and its options (each verifier takes the ones its config
+    declares; unset ones are its defaults).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = "nli"
+    """nli (a sequence-classification model) or likelihood (the generator's own likelihoods and a card)."""
+    model: str | None = None
+    """nli: the model's folder or hub id (required); likelihood: a card file (None: the packaged card)."""
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Probability of support from which a claim (nli) or an answer (likelihood) counts as supported; None:
+    0.5 for nli, the card's for likelihood."""
+    windows: int | None = Field(default=None, ge=1)
+    window_sentences: int | None = Field(default=None, ge=1)
+    batch_size: int | None = Field(default=None, ge=1)
+    max_length: int | None = Field(default=None, ge=16)
+    device: str | None = None
+    label: int | None = Field(default=None, ge=0)
+
+    def options(self) -> dict[str, Any]:
+        """The options set, for the registry (unset ones are left to the verifier's own defaults)."""
+        return self.model_dump(exclude_none=True, exclude={"name"})
+
+    def spec(self) -> Any:
+        """The registered verifier's validated spec."""
+        return VERIFIERS.spec(self.name, self.options())
 
 
 SUPPORT_LABELS = ("entail", "support", "consistent", "faithful", "factual")
@@ -134,11 +184,18 @@ def _resolve(model: str) -> str:
 
 
 def check_verifier(config: VerifierConfig) -> None:
-    """The model exists and names a support label (or gives one logit): reads its config only, so a sweep
-    fails on a wrong verifier before any work.
+    """The model exists and names a support label (or gives one logit), or the likelihood card reads: its
+    config only, so a sweep fails on a wrong verifier before any work.
     """
     from transformers import AutoConfig
 
+    if config.name == "likelihood":
+        from eval.faithfulness.likelihood import load_card
+
+        load_card(config.model)
+        return
+    if config.model is None:
+        raise CribsheetError(f"verifier {config.name}: no model (write --verifier {config.name}:MODEL)")
     path = _resolve(config.model)
     try:
         model_config = AutoConfig.from_pretrained(path)
@@ -195,6 +252,7 @@ class NliVerifier:
         tokenizer_limit = getattr(self.tokenizer, "model_max_length", limit) or limit
         self.max_length = config.max_length or min(512, limit, tokenizer_limit)
         self.config = config
+        self.method = f"nli:{config.model}, threshold {config.threshold}"
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """P(supported) of each (evidence, claim) pair, in batches; the evidence is cut to fit, never the claim."""
@@ -238,6 +296,17 @@ class NliVerifier:
 
 
 @VERIFIERS.register("nli", NliConfig, arg="model")
-def _nli(config: NliConfig, deps: None) -> Verifier:
+def _nli(config: NliConfig, deps: VerifierDeps | None) -> Verifier:
     """A sequence-classification model (NLI / fact checking) from a local folder or the Hugging Face cache."""
     return NliVerifier(config)
+
+
+@VERIFIERS.register("likelihood", LikelihoodConfig, arg="model")
+def _likelihood(config: LikelihoodConfig, deps: VerifierDeps | None) -> LikelihoodVerifier:
+    """The generator's own likelihoods of each answer with and without its passages, through a fitted card."""
+    if deps is None or deps.scorer is None or deps.render is None:
+        raise CribsheetError(
+            "verifier likelihood: the generator does not score prompt tokens (a vLLM generator does); "
+            "use --verifier nli:MODEL"
+        )
+    return LikelihoodVerifier(config, deps.scorer, deps.render, deps.generator_model)

@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from corpus.errors import CribsheetError
 from eval.metrics import DIRECTIONS
@@ -42,6 +42,19 @@ class MetricRule(BaseModel):
     margin: float = Field(ge=0.0)
     advisory: bool = False
     """Reported, never decides."""
+    min_validity: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Faithfulness metrics: the balanced accuracy against readers' labels that the metric's method must have
+    shown on held-out answers of the run's corpus kind (stored with the run) for the metric to decide; a
+    deciding faithfulness metric must state it."""
+
+    @model_validator(mode="after")
+    def _faithfulness_bar(self) -> MetricRule:
+        if self.name in ("faithfulness", "faithfulness_model") and not self.advisory and self.min_validity is None:
+            raise ValueError(
+                f"metric {self.name}: a deciding faithfulness metric states min_validity (e.g. 0.7), the balanced "
+                "accuracy its method must have shown on this corpus kind; or mark it advisory"
+            )
+        return self
 
 
 class LatencyRule(BaseModel):

@@ -55,11 +55,11 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
             )
             policy = policy.model_copy(update={"latency": None})
             mismatch = mismatch or "latency cannot be compared across different hardware; rerun both on one machine"
-    if any(m.name == "faithfulness_model" for m in policy.metrics):
-        # Which verifier produced the figure: a model's verdicts are only as good as the model.
-        for ref in {base_ref.run_id, cand_ref.run_id}:
-            verifier = store.run_meta(ref).verifier or "no verifier ran (the metric has no values)"
-            notes.append(f"faithfulness_model of run {ref}: {verifier}")
+    if any(m.name in FAITHFULNESS for m in policy.metrics):
+        # Which method produced the figure, and how far it can be trusted on this corpus kind.
+        policy, refusal, more = faithfulness_validity(store, [base_ref.run_id, cand_ref.run_id], policy)
+        notes += more
+        mismatch = mismatch or refusal
     base_rows, cand_rows = store.paired_samples(base_ref, cand_ref)
     notes += precision_differences(base_rows, cand_rows, notes)
     machines = {r.get("hardware_sha256") for rows in (base_rows, cand_rows) for r in rows.values()} - {None}
@@ -90,6 +90,43 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
         Path(report).write_text(markdown_report(decision))
     store.add_decision(decision_row(decision, base_ref.setting_hash, cand_ref.setting_hash, report))
     return decision
+
+
+FAITHFULNESS = ("faithfulness", "faithfulness_model")
+"""The faithfulness metrics: the rule checker's, the model verifier's."""
+
+
+def faithfulness_validity(
+    store: DuckDBStore, runs: Sequence[str], policy: GatePolicy
+) -> tuple[GatePolicy, str | None, list[str]]:
+    """The method and validity line of each faithfulness metric the policy names, per run; a deciding metric
+    with a `min_validity` bar its method's stored figure for the run's corpus kind misses (or has none)
+    refuses the gate (it cannot decide on a measure not shown to work here). Returns (policy, refusal, notes).
+    """
+    notes: list[str] = []
+    refusal = None
+    named = {m.name: m for m in policy.metrics if m.name in FAITHFULNESS}
+    for run in dict.fromkeys(runs):
+        meta = store.run_meta(run)
+        stored = json.loads(meta.faithfulness_validity or "{}")
+        for name, rule in named.items():
+            entry = stored.get(name)
+            if name == "faithfulness_model" and entry is None:
+                notes.append(f"faithfulness_model of run {run}: {meta.verifier or 'no verifier ran (no values)'}")
+            elif entry is not None:
+                notes.append(f"run {run}: {entry['line']}")
+            if rule.advisory or rule.min_validity is None or refusal:
+                continue
+            figure = (entry or {}).get("balanced_accuracy")
+            if figure is None or figure < rule.min_validity:
+                method = (entry or {}).get("method", "its method")
+                kind = (entry or {}).get("corpus_kind") or "this corpus"
+                shown = "has no measured validity" if figure is None else f"reads {figure:.2f}"
+                refusal = (
+                    f"{name} cannot decide: {method} {shown} on {kind} answers, under the policy's min_validity "
+                    f"{rule.min_validity:.2f} (docs/faithfulness.md; a verifier that meets it, or make it advisory)"
+                )
+    return policy, refusal, notes
 
 
 def paired_latency(

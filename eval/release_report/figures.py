@@ -84,6 +84,16 @@ def noise_floor_text(run: Record) -> str:
     return "; ".join(parts)
 
 
+def faithfulness_lines(run: Record) -> list[str]:
+    """Per faithfulness column: the method behind it and its measured validity on the run's corpus kind (a run
+    stored before methods were recorded: the rule checker, validity unknown).
+    """
+    stored = json.loads(run.get("faithfulness_validity") or "{}")
+    if not stored:
+        return ["faithfulness: rule checker (this run stored no validity figure)"]
+    return [v["line"] for v in stored.values()]
+
+
 BILL = (
     ("setting_name", "setting", "{}"),
     ("n", "n", "{}"),

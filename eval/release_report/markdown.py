@@ -13,6 +13,7 @@ from eval.release_report.figures import (
     BREAK_EVEN,
     FAMILY,
     break_even_cells,
+    faithfulness_lines,
     family_cells,
     frontier,
     noise_floor_text,
@@ -83,6 +84,7 @@ def report_markdown(
     if run is not None:
         floor = noise_floor_text(run)
         lines += [floor[0].upper() + floor[1:] + ".", ""]
+        lines += [f"- {line}" for line in faithfulness_lines(run)] + [""]
     board = []
     for r in rows:
         cells = [cell(r.get(k), f) for k, _, f in BILL]

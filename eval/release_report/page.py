@@ -14,6 +14,7 @@ from eval.release_report.figures import (
     BREAK_EVEN,
     FAMILY,
     break_even_cells,
+    faithfulness_lines,
     family_cells,
     frontier,
     noise_floor_text,
@@ -229,6 +230,9 @@ def html_report(store: DuckDBStore, run_id: str) -> str:
         f"&middot; {escape(hardware_text(run['hardware_json']))} &middot; engine "
         f"{escape(str(run['engine_precision'] or '?'))}</p>",
         f'<p class="meta" id="noise-floor">{escape(noise_floor_text(run))}</p>',
+        '<p class="meta" id="faithfulness-method">'
+        + "<br>".join(escape(line) for line in faithfulness_lines(run))
+        + "</p>",
         "<h2>Release decisions</h2>",
         "".join(_decision_html(store, run_id, d) for d in decisions)
         or "<p>No gate decision on this run yet (<code>cribsheet gate</code>).</p>",

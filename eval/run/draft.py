@@ -99,6 +99,8 @@ class JudgmentPart(Part):
     ragas_faithfulness: float | None = None
     ragas_status: str | None = None
     faithfulness_model: float | None = None
+    faithfulness_method: str | None = None
+    faithfulness_model_s: float | None = None
 
 
 class CitationPart(Part):

@@ -148,6 +148,11 @@ def model_fingerprints(config: SweepConfig, settings: Sequence[Setting]) -> dict
     for setting in settings:
         for role, spec in config.component_specs(setting).items():
             model = spec.config.get("model")
+            if role == "verifier" and spec.name == "likelihood":  # a card: its content, the packaged one too
+                from eval.faithfulness.likelihood import BUNDLED_CARD, load_card
+
+                found[f"verifier:likelihood:{model or BUNDLED_CARD}"] = load_card(model).digest()
+                continue
             if isinstance(model, str) and model and f"{role}:{model}" not in found:
                 found[f"{role}:{model}"] = weights_fingerprint(model) or "unresolved"
             scorer = spec.config.get("scorer")  # a pruned selector's trained unit scorer (cross-encoder:PATH)

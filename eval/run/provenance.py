@@ -9,6 +9,7 @@ import os
 import socket
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from corpus.cluster import RayOptions
 from corpus.models import Question
@@ -86,7 +87,29 @@ def run_row(
         resumes=0,
         fingerprint=ident.fingerprint,
         reuse_key=ident.reuse_key,
+        faithfulness_validity=dumps(faithfulness_validity(config)),
     )
+
+
+def faithfulness_validity(config: SweepConfig) -> dict[str, dict[str, Any]]:
+    """Per faithfulness metric the run fills: the method behind it, the corpus kind, and that method's measured
+    validity on that kind (balanced accuracy, AUROC, n; None: not measured), with the line people read.
+    """
+    from eval.faithfulness.validity import validity_line, validity_of
+
+    verifier = config.verifier.model_dump(exclude_none=True) if config.verifier else None
+    out: dict[str, dict[str, Any]] = {}
+    for metric in ("faithfulness", "faithfulness_model") if verifier else ("faithfulness",):
+        method, figure = validity_of(metric, verifier, config.corpus_kind)
+        out[metric] = {
+            "method": method,
+            "corpus_kind": config.corpus_kind,
+            "balanced_accuracy": figure.balanced_accuracy if figure else None,
+            "auroc": figure.auroc if figure else None,
+            "n": figure.n if figure else None,
+            "line": validity_line(metric, verifier, config.corpus_kind),
+        }
+    return out
 
 
 def setting_rows(run_id: str, config: SweepConfig, settings: Sequence[Setting]) -> list[SettingRow]:

@@ -5,13 +5,15 @@ retrieval.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from corpus.models import Hit
 from eval.faithfulness.checker import ClaimChecker
 from eval.faithfulness.judge import Judge
-from eval.faithfulness.verifier import Verifier
+from eval.faithfulness.likelihood import AnswerItem, AnswerLikelihood, ClaimLikelihood
+from eval.faithfulness.verifier import AnswerVerifier, ClaimScore, Verifier
 from eval.metrics import METRICS, abstained
 from eval.run.draft import AnswerScores, JudgmentPart, SampleDraft
 from eval.store.rows import ClaimRow
@@ -43,7 +45,10 @@ def retrieval_scores(ranked: Sequence[Hit], gold: Sequence[str], k: int) -> dict
 
 
 def judge_drafts(
-    drafts: Sequence[SampleDraft], checker: ClaimChecker, judge: Judge | None = None, verifier: Verifier | None = None
+    drafts: Sequence[SampleDraft],
+    checker: ClaimChecker,
+    judge: Judge | None = None,
+    verifier: Verifier | AnswerVerifier | None = None,
 ) -> list[ClaimRow]:
     """Faithfulness (offline, by the model verifier and by the LLM judge when configured) and abstention of
     each answered sample; returns the claim evidence rows.
@@ -54,24 +59,60 @@ def judge_drafts(
     # One batch per setting: the checker embeds the spans of every answer in one call.
     items = [(a, c, d.key.question) for (d, a), c in zip(answered, contexts, strict=True)]
     results = checker.check_many(items, cut=[d.generation.answer_cut if d.generation else None for d, _ in answered])
-    # The model verifier: every claim of the setting in shared batches, against the rule checker's best span
-    # and the windows sharing most of its words.
-    checked = [(v.claim, c, v.best_span or None) for c, r in zip(contexts, results, strict=True) for v in r.claims]
-    scores = iter(verifier.score_claims(checked) if verifier is not None and checked else [])
-    for (draft, answer), context, result in zip(answered, contexts, results, strict=True):
+    t0 = time.perf_counter()
+    whole: list[AnswerLikelihood | None] = [None] * len(answered)
+    model_claims: list[list[ClaimScore | ClaimLikelihood]] = [[] for _ in answered]
+    if isinstance(verifier, AnswerVerifier):
+        # The generator's likelihoods: every answer of the setting in shared engine batches.
+        scored = verifier.score_answers(
+            [
+                AnswerItem(d.key.question, c, a, [v.claim for v in r.claims], [v.supported for v in r.claims])
+                for (d, a), c, r in zip(answered, contexts, results, strict=True)
+            ]
+        )
+        whole = list(scored)
+        model_claims = [list[ClaimScore | ClaimLikelihood](s.claims) for s in scored]
+    elif verifier is not None:
+        # A claim verifier: every claim of the setting in shared batches, against the rule checker's best span
+        # and the windows sharing most of its words.
+        checked = [(v.claim, c, v.best_span or None) for c, r in zip(contexts, results, strict=True) for v in r.claims]
+        scores = iter(verifier.score_claims(checked) if checked else [])
+        model_claims = [[next(scores) for _ in r.claims] for r in results]
+    seconds = time.perf_counter() - t0
+    with_claims = sum(1 for r in results if r.claims)
+    method = getattr(verifier, "method", None) if verifier is not None else None
+    for i, ((draft, answer), context, result) in enumerate(zip(answered, contexts, results, strict=True)):
         ragas = ragas_columns(judge, draft.key.question, answer, context) if judge is not None else {}
-        model = [next(scores) for _ in result.claims] if verifier is not None else []
+        model = model_claims[i]
+        answer_verdict = whole[i]
+        if answer_verdict is not None:
+            by_answer = None if answer_verdict.supported is None else float(answer_verdict.supported)
+        else:
+            supported = [m.supported for m in model if m.supported is not None]
+            by_answer = sum(supported) / len(supported) if supported else None
         draft.judgment = JudgmentPart(
             faithfulness=result.score,
             faithfulness_status=result.status,
             n_claims=len(result.claims),
             abstained=abstained(answer),
-            faithfulness_model=sum(m.supported for m in model) / len(model) if model else None,
+            faithfulness_model=by_answer,
+            faithfulness_method=method,
+            faithfulness_model_s=(seconds / with_claims if result.claims else 0.0) if verifier is not None else None,
             **ragas,
         )
         for j, v in enumerate(result.claims):
             verdict = judge.entails(v.claim, context) if judge is not None else (None, None)
             by_model = model[j] if model else None
+            extra: dict[str, Any] = {}
+            if isinstance(by_model, ClaimScore):
+                extra = {"model_prob": by_model.probability, "model_supported": by_model.supported}
+                extra["model_window"] = by_model.window
+            elif by_model is not None:
+                feats = by_model.features or {}
+                extra = {"model_prob": by_model.probability, "model_supported": by_model.supported}
+                extra |= {"lik_mean": feats.get("lp_mean"), "lik_p10": feats.get("lp_p10")}
+                extra |= {"lik_min": feats.get("lp_min"), "pmi_mean": feats.get("pmi_mean")}
+                extra |= {"pmi_p10": feats.get("pmi_p10"), "pmi_min": feats.get("pmi_min")}
             claims.append(
                 ClaimRow(
                     run_id=draft.key.run_id,
@@ -80,9 +121,7 @@ def judge_drafts(
                     claim_idx=j,
                     judge_supported=verdict[0],
                     judge_status=verdict[1],
-                    model_prob=by_model.probability if by_model else None,
-                    model_supported=by_model.supported if by_model else None,
-                    model_window=by_model.window if by_model else None,
+                    **extra,
                     **v.model_dump(),
                 )
             )

@@ -64,6 +64,8 @@ class SweepResult:
     """The latency phase's A/A figure (None: no phase, or no baseline in the grid)."""
     load: PhaseLoad | None = None
     """The load the latency phase ran under: foreign load, split-half drift, failed slots (None: no phase)."""
+    faithfulness: list[str] = field(default_factory=list)
+    """Per faithfulness column: its method and that method's measured validity on the run's corpus kind."""
 
 
 class SettingFailed(CribsheetError):
@@ -379,4 +381,5 @@ class _Sweep:
             settings_computed=len(todo),
             noise_floor=floor,
             load=load,
+            faithfulness=self.store.run_meta(self.run_id).validity_lines(),
         )

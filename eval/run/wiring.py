@@ -13,7 +13,7 @@ from corpus.retrieve import IndexIdentity, LanceRetriever, Retriever
 from eval.compress import COMPRESSORS, Compressor, CompressorDeps
 from eval.engine.generator import GENERATORS, Generator, GeneratorConfig, GeneratorDeps, TokenScorer
 from eval.faithfulness.judge import JUDGES, Judge, JudgeDeps
-from eval.faithfulness.verifier import VERIFIERS, Verifier
+from eval.faithfulness.verifier import VERIFIERS, AnswerVerifier, Verifier, VerifierDeps
 from eval.rerank import RERANKERS, Reranker, RerankerDeps
 from eval.settings import Setting, SweepConfig
 
@@ -31,8 +31,8 @@ class Components:
     corpus_sha256: str | None = None
     judge: Judge | None = None
     """Optional LLM judge (ragas Faithfulness and claim entailment)."""
-    verifier: Verifier | None = None
-    """Optional model verifier of claims (`--verifier nli:MODEL`)."""
+    verifier: Verifier | AnswerVerifier | None = None
+    """Optional model verifier (`--verifier nli:MODEL`, `--verifier likelihood`)."""
 
     def close(self) -> None:
         """Stop the engines (and the judge's server) this object started."""
@@ -48,6 +48,16 @@ def bundled_model() -> str:
     from eval.engine.bundled_models import smollm2_dir
 
     return str(smollm2_dir())
+
+
+def _verifier_deps(config: SweepConfig, generator: Generator) -> VerifierDeps:
+    """The generator's engine and prompt layout, for a verifier that reads its likelihoods."""
+    from eval.prompt import PromptLayout
+
+    scorer = generator if isinstance(generator, TokenScorer) else None
+    model = config.generator.model or (str(bundled_model()) if config.generator.name == "vllm" else None)
+    render = PromptLayout(scorer.tokenizer).render if scorer is not None else None
+    return VerifierDeps(scorer=scorer, render=render, generator_model=model)
 
 
 def build_generator(config: GeneratorConfig) -> Generator:
@@ -154,7 +164,7 @@ def _components(
         index_version=retriever.version,
         corpus_sha256=corpus_sha256 if corpus_sha256 is not None else retriever.corpus_digest(),
         judge=judge,
-        verifier=VERIFIERS.build(VERIFIERS.spec(config.verifier.name, config.verifier.model_dump()), None)
+        verifier=VERIFIERS.build(config.verifier.spec(), _verifier_deps(config, generator))
         if config.verifier
         else None,
     )

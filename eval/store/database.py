@@ -53,7 +53,14 @@ class RunMeta(BaseModel):
     hardware_sha256: str | None = None
     engine_precision: str | None = None
     verifier: str | None = None
-    """The model verifier behind `faithfulness_model` ("nli:MODEL, threshold T"; None: no verifier ran)."""
+    """The model verifier behind `faithfulness_model` ("nli:MODEL, threshold T", "likelihood:CARD, threshold
+    T"; None: no verifier ran)."""
+    faithfulness_validity: str | None = None
+    """JSON of each faithfulness metric's method and its measured validity on the run's corpus kind."""
+
+    def validity_lines(self) -> list[str]:
+        """The line per faithfulness metric naming its method and validity (none for a run from before)."""
+        return [v["line"] for v in json.loads(self.faithfulness_validity or "{}").values()]
 
 
 class DuckDBStore(RunLifecycle, LatencyStore, RecommendationStore):
@@ -364,7 +371,8 @@ class DuckDBStore(RunLifecycle, LatencyStore, RecommendationStore):
         """What one run was computed on."""
         rows = self.query(
             "SELECT run_id, status, questions_sha256, corpus_sha256, index_version, git_commit, git_dirty, "
-            "config_hash, package_versions, hardware_json, hardware_sha256, engine_precision, config_json "
+            "config_hash, package_versions, hardware_json, hardware_sha256, engine_precision, config_json, "
+            "faithfulness_validity "
             "FROM runs WHERE run_id = ?",
             [run_id],
         )
@@ -373,7 +381,7 @@ class DuckDBStore(RunLifecycle, LatencyStore, RecommendationStore):
         row = dict(rows[0])
         verifier = json.loads(row.pop("config_json") or "{}").get("verifier")
         if verifier:
-            row["verifier"] = f"{verifier['name']}:{verifier['model']}, threshold {verifier['threshold']}"
+            row["verifier"] = verifier_label(verifier)
         return RunMeta.model_validate(row)
 
     def export_parquet(self, out_dir: Path) -> list[Path]:
@@ -397,3 +405,15 @@ def dumps(value: Any) -> str:
 def _runs(run: str | Sequence[str]) -> list[str]:
     """One run id or several, as a list."""
     return [run] if isinstance(run, str) else list(run)
+
+
+def verifier_label(verifier: dict[str, Any]) -> str:
+    """How a run's stored verifier config reads ("nli:MODEL, threshold 0.5", "likelihood:packaged card, threshold
+    the card's").
+    """
+    name = verifier.get("name", "nli")
+    model = verifier.get("model") or ("packaged card" if name == "likelihood" else "?")
+    threshold = verifier.get("threshold")
+    if threshold is None:
+        threshold = "the card's" if name == "likelihood" else 0.5
+    return f"{name}:{model}, threshold {threshold}"

@@ -135,6 +135,11 @@ class RunRow(Row):
     """JSON list of the precompute records (`cribsheet precompress`) whose compressions this run's timed
     requests read, each with its bill (seconds per chunk, the snapshot's CPU-hours, when, which machine);
     NULL: every compressor computed its context live in its slot."""
+    faithfulness_validity: str | None = None
+    """JSON: per faithfulness metric the run fills (`faithfulness`: the rule checker; `faithfulness_model`: the
+    verifier), the method, the corpus kind and the method's measured validity on that kind (balanced
+    accuracy, AUROC and n against readers' labels on held-out answers; NULL figures: not measured), with the
+    line the leaderboard, report and gate print."""
 
 
 class SettingRow(Row):

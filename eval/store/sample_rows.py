@@ -123,8 +123,9 @@ class SampleRow(Row):
     engine_precision: str | None = None
     """The dtype of the engine that generated this row, on that machine."""
     faithfulness_model: float | None = None
-    """Supported claims / claims by the model verifier (`--verifier nli:MODEL`): a claim counts when its best
-    probability of support clears the verifier's threshold. NULL: no verifier, or no claims."""
+    """The model verifier's score. `nli`: supported claims / claims (a claim counts when its best probability
+    of support clears the threshold). `likelihood`: 1 when the answer as a whole is judged supported by the
+    generator's own likelihoods, 0 when not. NULL: no verifier, or no claims. `faithfulness_method` names it."""
     offline_s: float | None = None
     """Offline cost this request relied on but did not do (`pruned`: the index-time seconds of its units'
     vectors, measured when the index was built): reported beside the live bill, never added to it."""
@@ -132,6 +133,12 @@ class SampleRow(Row):
     """Latency phase: slots behind this row's latency columns (its repeats; NULL: not a probe question)."""
     latency_session: str | None = None
     """Latency phase: the measurement session that timed this row (every setting of a run shares it)."""
+    faithfulness_method: str | None = None
+    """What produced `faithfulness_model` ("likelihood card <sha256[:12]>", "nli:MODEL"); NULL: no verifier.
+    `faithfulness` is always the rule checker's."""
+    faithfulness_model_s: float | None = None
+    """Seconds the model verifier spent on this answer (its setting's verifier time shared equally among the
+    answers it scored), in the answers phase, never inside a timed latency slot; NULL: no verifier."""
 
 
 class LatencySlotRow(Row):
@@ -240,3 +247,16 @@ class ClaimRow(ClaimVerdict, _ClaimKey):
     """model_prob cleared the verifier's threshold."""
     model_window: str | None = None
     """The context window that gave model_prob."""
+    lik_mean: float | None = None
+    """Likelihood verifier: mean log p(token | passages, question) over the claim's content tokens (NULL: no
+    likelihood verifier, or the claim has no content token)."""
+    lik_p10: float | None = None
+    """... its 10th percentile."""
+    lik_min: float | None = None
+    """... its minimum."""
+    pmi_mean: float | None = None
+    """Mean log p(token | passages, question) - log p(token | question): how much the passages raised it."""
+    pmi_p10: float | None = None
+    """... its 10th percentile (the claim's least supported tokens)."""
+    pmi_min: float | None = None
+    """... its minimum."""

@@ -509,3 +509,52 @@ def test_the_watchs_latency_means_are_of_the_pair_its_speed_up_is_of(store: Duck
                         ci_low=1.9, ci_high=2.1, min_speedup=1.0, verdict="pass")  # fmt: skip
     fixed = _pair_means(store, ref["none"], ref["pruned"], lat)
     assert (fixed.baseline_mean, fixed.candidate_mean) == (pytest.approx(2.0), pytest.approx(1.0))
+
+
+def _validity(store: DuckDBStore, run_id: str, figure: float | None) -> None:
+    """Store the rule checker's validity on documentation for `run_id`, as a sweep does (None: not measured)."""
+    import duckdb
+
+    line = f"faithfulness: rule checker, balanced accuracy {figure} on documentation answers"
+    stored = {"faithfulness": {"method": "rule checker", "corpus_kind": "documentation", "balanced_accuracy": figure}}
+    con = duckdb.connect(str(store.path))
+    stored["faithfulness"]["line"] = line
+    con.execute("UPDATE runs SET faithfulness_validity = ? WHERE run_id = ?", [json.dumps(stored), run_id])
+    con.close()
+
+
+def test_a_deciding_faithfulness_metric_must_state_the_validity_its_method_needs() -> None:
+    with pytest.raises(ValueError, match="a deciding faithfulness metric states min_validity"):
+        MetricRule(name="faithfulness_model", margin=0.05)
+    assert MetricRule(name="faithfulness", margin=0.05, advisory=True).min_validity is None
+
+
+@pytest.mark.parametrize(
+    ("figure", "bar", "expected"),
+    [
+        (
+            0.631,
+            0.70,
+            "faithfulness cannot decide: rule checker reads 0.63 on documentation answers, under the "
+            "policy's min_validity 0.70",
+        ),
+        (None, 0.70, "faithfulness cannot decide: rule checker has no measured validity on documentation answers"),
+        (0.631, 0.60, None),  # the bar is met: the metric decides
+    ],
+)
+def test_faithfulness_decides_only_where_its_methods_stored_validity_meets_the_bar(
+    store: DuckDBStore, figure: float | None, bar: float, expected: str | None
+) -> None:
+    base = baseline_values() | {"faithfulness": [1.0] * N}
+    fill(store, "r1", {"base": base, "cand": dict(base)})
+    _validity(store, "r1", figure)
+    rule = MetricRule(name="faithfulness", margin=0.05, min_validity=bar)
+    policy = POLICY.model_copy(update={"metrics": [*POLICY.metrics, rule], "latency": None})
+    d = gate(store, "base", "cand", policy, run="r1")
+    assert any(n.startswith("run r1: faithfulness: rule checker") for n in d.notes)
+    if expected is None:
+        assert d.decision == "pass" and any(m.name == "faithfulness" for m in d.metrics)
+    else:
+        assert d.decision == "undecided" and d.reasons[0].startswith(expected), d.reasons
+    advisory = policy.model_copy(update={"metrics": [*POLICY.metrics, rule.model_copy(update={"advisory": True})]})
+    assert gate(store, "base", "cand", advisory, run="r1").decision == "pass"  # reported, never refused

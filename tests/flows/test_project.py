@@ -233,7 +233,9 @@ def test_the_default_policy_ships_with_the_package_and_every_package_is_in_the_w
     }
     assert set(setuptools["packages"]) == found | {"cribsheet_policies"}
     assert setuptools["package-dir"] == {"cribsheet_policies": "policies"}
-    assert setuptools["package-data"] == {"cribsheet_policies": ["*.yaml"]}
+    assert setuptools["package-data"] == {"cribsheet_policies": ["*.yaml"], "eval.faithfulness": ["cards/*.json"]}
+    cards = {p.name for p in (ROOT / "eval" / "faithfulness" / "cards").glob("*.json")}
+    assert cards == {"likelihood-smollm2-135m.json", "validity.json"}  # what the likelihood verifier reads
     assert packaged_policy().read_bytes() == (ROOT / "policies" / "gate.yaml").read_bytes()
     assert GatePolicy.load(packaged_policy()) == GatePolicy.load(ROOT / "policies" / "gate.yaml")
 
@@ -479,3 +481,24 @@ def test_run_with_shipped_and_a_sequential_policy_recommends_batch_by_batch(tmp_
         looks = con.execute("SELECT count(DISTINCT sequence_id) FROM gate_looks").fetchall()
     assert len(rec) == 1 and rec[0][:2] == ("holm-anytime", 3) and 0 < rec[0][2] <= 12
     assert looks == [(3,)]  # one sequence of looks per candidate
+
+
+def test_the_project_names_the_verifier_and_the_corpus_kind_the_sweep_records(tmp_path: Path) -> None:
+    from corpus.errors import CribsheetError
+    from flows.project import Project
+
+    project = tmp_path / "sub" / "cribsheet.yaml"
+    project.parent.mkdir()
+    project.write_text(yaml.safe_dump({"corpus": {"path": "docs"}, "verifier": "likelihood:./cards/mine.json"}))
+    config = Project.load(project).sweep_config(tmp_path / "q.jsonl")
+    assert config.verifier is not None and config.verifier.name == "likelihood"
+    assert config.verifier.model == str(tmp_path / "sub" / "cards" / "mine.json")  # relative to the project file
+    assert config.corpus_kind == "documentation"  # a corpus of the user's: documentation unless it says so
+    project.write_text(yaml.safe_dump({"corpus": {"path": "d"}, "dataset": "ds", "verifier": "likelihood"}))
+    config = Project.load(project).sweep_config(tmp_path / "q.jsonl")
+    assert config.corpus_kind == "encyclopedia" and config.verifier is not None and config.verifier.model is None
+    project.write_text(yaml.safe_dump({"corpus": {"path": "d"}, "corpus_kind": "encyclopedia"}))
+    assert Project.load(project).sweep_config(tmp_path / "q.jsonl").verifier is None
+    project.write_text(yaml.safe_dump({"corpus": {"path": "d"}, "verifier": "nli"}))
+    with pytest.raises(CribsheetError, match="verifier: 'nli': write likelihood, likelihood:CARD or nli:MODEL"):
+        Project.load(project).sweep_config(tmp_path / "q.jsonl")

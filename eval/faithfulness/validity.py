@@ -1,0 +1,56 @@
+"""How far a faithfulness figure can be trusted: each method's measured validity per corpus kind.
+
+`faithfulness` is always the rule checker's; `faithfulness_model` is the sweep's model verifier's (the run's
+`verifier`). A method's validity is its balanced accuracy (and AUROC) against two readers' labels on held-out
+answers of one corpus kind (documentation, encyclopedia), measured by benchmarks/faithfulness_likelihood.py:
+the rule checker's figures are packaged in cards/validity.json, a likelihood card carries its own, and an NLI
+model named by path has none (nobody here measured it). The leaderboard, the report and the gate print this
+line beside the figure; a policy may let a faithfulness metric decide only with a bar (`min_validity`) the
+method's figure for the run's corpus kind meets.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+from eval.faithfulness.likelihood import Validity, load_card
+
+KINDS = ("documentation", "encyclopedia")
+"""Corpus kinds with validity figures: a documentation tree, encyclopedia articles."""
+FAITHFULNESS_METRICS = ("faithfulness", "faithfulness_model")
+
+
+def rules_validity() -> dict[str, Validity]:
+    """The rule checker's packaged figures per corpus kind."""
+    text = resources.files("eval.faithfulness").joinpath("cards", "validity.json").read_text()
+    return {k: Validity.model_validate(v) for k, v in json.loads(text).get("rules", {}).items()}
+
+
+def validity_of(metric: str, verifier: dict[str, Any] | None, kind: str | None) -> tuple[str, Validity | None]:
+    """The method behind `metric` in a run with the stored `verifier` config, and its validity figure for the
+    corpus `kind` (None: not measured for that kind, no kind known, or no verifier ran).
+    """
+    if metric == "faithfulness":
+        return "rule checker", rules_validity().get(kind or "")
+    if not verifier:
+        return "no verifier ran", None
+    name = verifier.get("name", "nli")
+    if name == "likelihood":
+        card = load_card(verifier.get("model"))
+        return f"likelihood card {card.digest()[:12]}", card.validity.get(kind or "")
+    return f"{name}:{verifier.get('model')}", None
+
+
+def validity_line(metric: str, verifier: dict[str, Any] | None, kind: str | None) -> str:
+    """One line for people: the method and how far to trust it on this corpus kind."""
+    method, figure = validity_of(metric, verifier, kind)
+    if figure is None:
+        where = f"on {kind} answers" if kind else "(the corpus kind is not known)"
+        return f"{metric}: {method}, no measured validity {where}"
+    auroc = f", AUROC {figure.auroc:.2f}" if figure.auroc is not None else ""
+    return (
+        f"{metric}: {method}, balanced accuracy {figure.balanced_accuracy:.2f}{auroc} against readers' labels "
+        f"on {figure.n} held-out {kind} answers"
+    )

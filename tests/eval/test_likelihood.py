@@ -1,0 +1,179 @@
+"""The likelihood verifier (`--verifier likelihood`): features from the generator's prompt log-probabilities,
+a fitted card, the answer's verdict and each claim's, stored with the method and its validity. The engine here
+is a fake language model (`tests.fakes.copy_logprobs`) that finds a word likely when it appeared earlier in the
+prompt, so an answer copied from its passages is likelier with them than without."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from corpus.errors import CribsheetError
+from eval.faithfulness.likelihood import (
+    AnswerItem,
+    LikelihoodCard,
+    LikelihoodConfig,
+    LikelihoodVerifier,
+    claim_tokens,
+    load_card,
+    token_features,
+)
+from tests.fakes import ScoringGenerator
+
+
+def card(tmp_path: Path, **over: object) -> Path:
+    """A card on one feature: supported when the passages raise the answer's words (mean PMI above 1)."""
+    fields: dict[str, object] = {
+        "generator": "fake",
+        "features": ["pmi_mean"],
+        "mean": [0.0],
+        "scale": [1.0],
+        "coef": [2.0],
+        "intercept": -2.0,
+        "threshold": 0.5,
+        "tune_cases": 2,
+        "tune_sha256": "0" * 64,
+        "validity": {"documentation": {"balanced_accuracy": 0.74, "auroc": 0.8, "n": 50, "split": "test", "sets": []}},
+    }
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(fields | over))
+    return path
+
+
+def verifier(tmp_path: Path, **over: object) -> tuple[LikelihoodVerifier, ScoringGenerator]:
+    from eval.prompt import PromptLayout
+
+    engine = ScoringGenerator()
+    config = LikelihoodConfig(model=str(card(tmp_path, **over)))
+    return LikelihoodVerifier(config, engine, PromptLayout(engine.tokenizer).render, None), engine
+
+
+def test_features_are_the_mean_low_percentile_and_minimum_of_likelihood_and_pmi() -> None:
+    got = token_features([-1.0, -2.0, -3.0], [-4.0, -2.0, -3.5])
+    assert got["lp_mean"] == pytest.approx(-2.0) and got["lp_min"] == -3.0
+    assert got["lp_p10"] == pytest.approx(-2.8)  # numpy's linear quantile of [-3, -2, -1] at 0.1
+    assert got["pmi_mean"] == pytest.approx((3.0 + 0.0 + 0.5) / 3) and got["pmi_min"] == 0.0
+    assert got["pmi_p10"] == pytest.approx(0.1) and got["log_tokens"] == pytest.approx(math.log(3))
+
+
+def test_an_answer_the_passages_hold_is_supported_and_an_invented_one_is_not(tmp_path: Path) -> None:
+    v, engine = verifier(tmp_path)
+    context = "[1] Rivers: The Danube flows through Vienna. Then Budapest."
+    items = [
+        AnswerItem(
+            "Which cities?", context, "The Danube flows through Vienna.", ["The Danube flows through Vienna."], [True]
+        ),
+        AnswerItem(
+            "Which cities?", context, "She crosses Lyon near Marseille.", ["She crosses Lyon near Marseille."], [True]
+        ),
+        AnswerItem("Which cities?", context, "I don't know.", [], []),  # no claims: not scored at all
+    ]
+    held, invented, none = v.score_answers(items)
+    assert held.supported is True and invented.supported is False
+    assert held.probability is not None and invented.probability is not None
+    assert held.probability > 0.9 > 0.2 > invented.probability
+    # "The" is in the system prefix too, so the passages raise four of its five words.
+    assert held.features is not None and held.features["pmi_mean"] == pytest.approx(4.5 * 4 / 5)
+    assert invented.features is not None and invented.features["pmi_mean"] == pytest.approx(0.0)
+    assert none.supported is None and none.claims == [] and none.features is None
+    assert engine.scored == 4  # two prompts (with and without the passages) per answer with claims
+
+
+def test_each_claim_is_scored_on_its_own_tokens(tmp_path: Path) -> None:
+    v, _ = verifier(tmp_path)
+    context = "[1] Rivers: The Danube flows through Vienna."
+    answer = "The Danube flows through Vienna. It also crosses Lyon."
+    (got,) = v.score_answers(
+        [AnswerItem("Q?", context, answer, ["The Danube flows through Vienna.", "It also crosses Lyon."], [True, True])]
+    )
+    first, second = got.claims
+    assert first.supported is True and second.supported is False  # the answer as a whole is in between
+    assert first.features is not None and second.features is not None
+    assert first.features["pmi_mean"] > second.features["pmi_mean"]
+
+
+def test_claim_tokens_are_the_tokens_overlapping_the_claim_or_none_when_it_was_rewritten() -> None:
+    spans = [(0, 3), (4, 10), (11, 16), (16, 17)]  # "The Danube flows." split as words and the full stop
+    assert claim_tokens("The Danube flows.", "Danube flows.", spans) == [1, 2, 3]
+    assert claim_tokens("The Danube flows.", "The river flows", spans) is None
+
+
+def test_a_missing_malformed_or_foreign_card_is_a_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(CribsheetError, match="no such file"):
+        load_card(str(tmp_path / "nope.json"))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"generator": "x"}')
+    with pytest.raises(CribsheetError, match="not a card"):
+        load_card(str(bad))
+    with pytest.raises(CribsheetError, match="unknown or lists of unequal length"):
+        load_card(str(card(tmp_path, features=["pmi_mean", "entropy"], mean=[0, 0], scale=[1, 1], coef=[1, 1])))
+    from eval.prompt import PromptLayout
+
+    engine = ScoringGenerator()
+    config = LikelihoodConfig(model=str(card(tmp_path, generator="SmolLM2-135M-Instruct")))
+    with pytest.raises(CribsheetError, match="fitted on SmolLM2-135M-Instruct's likelihoods, not qwen's"):
+        LikelihoodVerifier(config, engine, PromptLayout(engine.tokenizer).render, "/models/qwen")
+
+
+def test_the_packaged_card_is_fitted_for_the_bundled_generator_and_states_its_validity() -> None:
+    from eval.engine.bundled_models import smollm2_dir
+
+    packaged = load_card(None)
+    assert packaged.generator == Path(str(smollm2_dir())).name
+    assert set(packaged.validity) == {"documentation", "encyclopedia"}
+    assert all(v.split == "test" and v.n >= 100 for v in packaged.validity.values())
+    assert (
+        len(packaged.digest()) == 64
+        and packaged.digest()
+        == LikelihoodCard.model_validate_json(json.dumps(packaged.model_dump(mode="json"))).digest()
+    )
+
+
+def test_a_sweep_with_the_likelihood_verifier_stores_verdicts_features_method_cost_and_validity(
+    tmp_path: Path, tiny_corpus: Path, tiny_questions: Path
+) -> None:
+    """`cribsheet sweep ... --verifier likelihood:CARD` end to end (the scoring fake, hash embedder)."""
+    import duckdb
+
+    from tests.test_cli import _fake_sweep_config, run
+
+    store = tmp_path / "r.duckdb"
+    config = _fake_sweep_config(tmp_path, tiny_corpus, tiny_questions, store)
+    config.write_text(
+        config.read_text().replace("{name: fake}", "{name: fake-scoring}") + "corpus_kind: documentation\n"
+    )
+    path = card(tmp_path)
+    env = {"CRIBSHEET_PLUGINS": "tests.fakes"}
+    args = ["--compression", "none", "--verifier", f"likelihood:{path}"]
+    proc = run("sweep", "--config", str(config), *args, tmp=tmp_path, extra_env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    digest = load_card(str(path)).digest()
+    assert f"faithful (model): likelihood card {digest[:12]}, balanced accuracy 0.74" in proc.stdout
+    assert "faithful: rule checker, balanced accuracy" in proc.stdout
+    con = duckdb.connect(str(store), read_only=True)
+    rows = con.execute(
+        "SELECT faithfulness_model, faithfulness_method, faithfulness_model_s, n_claims FROM samples"
+    ).fetchall()
+    scored = [r for r in rows if r[3]]
+    assert scored and all(m in (0.0, 1.0) and s is not None and s >= 0 for m, _, s, _ in scored)
+    assert {meth for _, meth, _, _ in rows} == {f"likelihood card {digest[:12]}, threshold 0.5000"}
+    claims = con.execute("SELECT model_prob, model_supported, pmi_mean, lik_mean, pmi_p10 FROM claims").fetchall()
+    assert claims and all(p is not None and (p >= 0.5) == s and pmi is not None for p, s, pmi, _, _ in claims)
+    # The extracting fake copies its first passage: the passages make those words likelier.
+    assert all(pmi > 0 for _, _, pmi, _, _ in claims)
+    stored = json.loads(con.execute("SELECT faithfulness_validity FROM runs").fetchall()[0][0])
+    assert stored["faithfulness_model"]["balanced_accuracy"] == 0.74
+    assert stored["faithfulness_model"]["corpus_kind"] == "documentation"
+    fingerprints = json.loads(con.execute("SELECT model_fingerprints FROM runs").fetchall()[0][0])
+    assert fingerprints[f"verifier:likelihood:{path}"] == digest
+
+
+def test_a_generator_that_scores_no_tokens_cannot_run_the_likelihood_verifier() -> None:
+    from eval.faithfulness.verifier import VERIFIERS, VerifierConfig, VerifierDeps
+
+    spec = VerifierConfig(name="likelihood").spec()
+    with pytest.raises(CribsheetError, match="does not score prompt tokens"):
+        VERIFIERS.build(spec, VerifierDeps(scorer=None))
