@@ -12,7 +12,9 @@ from pydantic import ValidationError
 from corpus.errors import CribsheetError
 from corpus.load import read_jsonl
 from corpus.models import Question
+from eval.faithfulness.verifier import check_verifier
 from eval.gate import GatePolicy
+from eval.run.provenance import faithfulness_bar
 from eval.settings import SweepConfig
 from flows.config import validation_message
 from flows.project import Project
@@ -50,6 +52,14 @@ def check_settings(project: Project, project_file: Path) -> GatePolicy:
         raise CribsheetError(f"{where}: {validation_message(exc)}") from None
     for field_name, model in model_refs(config):
         _check_model(where, field_name, model)
+    if config.verifier is not None:
+        try:
+            check_verifier(config.verifier)
+        except CribsheetError as exc:
+            raise CribsheetError(f"{where}: verifier: {exc}") from None
+    refusal = faithfulness_bar(config, policy)  # the gate would refuse it after the whole sweep
+    if refusal:
+        raise CribsheetError(f"{where}: policy: {refusal}")
     return policy
 
 

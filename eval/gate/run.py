@@ -329,6 +329,10 @@ def verdict_line(d: GateDecision) -> str:
         deciders.append(d.latency.metric)
     deciding = [r for r in d.reasons if any(r.startswith(f"{name}:") for name in deciders)]
     why = (deciding or d.reasons or ["every gated metric passed"])[0]
+    metric = why.split(":", 1)[0]
+    if metric in FAITHFULNESS:  # which method said so, and how far it is trusted on this corpus kind
+        said = next((n.split(f"{metric}: ", 1)[1] for n in d.notes if f": {metric}: " in n), None)
+        why += f"; by {said}" if said else ""
     if d.decision == "pass" and d.latency is not None:
         why += f"; {d.latency.speedup:.2f}x as fast end to end"
     figures = latency_figures(d.latency) if d.latency is not None else ""

@@ -14,6 +14,7 @@ from typing import Any
 from corpus.cluster import RayOptions
 from corpus.models import Question
 from corpus.retrieve import IndexIdentity
+from eval.gate import GatePolicy
 from eval.run.identity import (
     code_sha256,
     file_sha256,
@@ -140,3 +141,25 @@ def question_rows(run_id: str, questions: Sequence[Question]) -> list[QuestionRo
         )
         for q in questions
     ]
+
+
+def faithfulness_bar(config: SweepConfig, policy: GatePolicy) -> str | None:
+    """Why a deciding faithfulness metric of `policy` could not decide on this sweep (its method's validity on
+    the sweep's corpus kind is under the metric's `min_validity`, or unmeasured, or no verifier fills it); None
+    when every such metric can. Checked before any work, as the gate checks it again on the stored run.
+    """
+    stored = faithfulness_validity(config)
+    for rule in policy.metrics:
+        if rule.advisory or rule.min_validity is None:
+            continue
+        entry = stored.get(rule.name)
+        if entry is None:
+            return f"{rule.name} decides, but no verifier fills it (set verifier: likelihood, or make it advisory)"
+        figure = entry["balanced_accuracy"]
+        if figure is None or figure < rule.min_validity:
+            shown = "has no measured validity" if figure is None else f"reads {figure:.2f}"
+            return (
+                f"{rule.name} cannot decide: {entry['method']} {shown} on {entry['corpus_kind']} answers, under its "
+                f"min_validity {rule.min_validity:.2f} (docs/faithfulness.md; a verifier that meets it, or advisory)"
+            )
+    return None

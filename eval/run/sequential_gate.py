@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel
 
-from corpus.errors import InputFileError
+from corpus.errors import CribsheetError, InputFileError
 from corpus.models import Question
 from eval.gate.decision import EXIT_CODES, GateDecision, Labels, paired_arrays
 from eval.gate.load_check import latency_column, latency_reasons, load_check
@@ -35,6 +35,7 @@ from eval.gate.sequential import SequentialLook, gate_looks, refuse_unbounded, s
 from eval.gate.statistics import power_figures
 from eval.metrics import DIRECTIONS
 from eval.run.identity import run_identity
+from eval.run.provenance import faithfulness_bar
 from eval.run.runner import Progress
 from eval.run.sequential_request import SequentialGateRequest as SequentialGateRequest
 from eval.run.sequential_request import _batch_file as _batch_file
@@ -95,6 +96,9 @@ def run_sequential_gate(
     """
     policy = GatePolicy.load(request.policy_path)
     refuse_unbounded(policy)
+    refusal = faithfulness_bar(request.sweep, policy)  # a deciding faithfulness metric needs a valid method
+    if refusal:
+        raise CribsheetError(f"policy {request.policy_path}: {refusal}")
     plan = request.plan or policy.sequential or SequentialPlan()
     grid, b, c = pair_grid(request.sweep, request.baseline, request.candidate)
     read, read_sha256 = read_questions(request.sweep.model_copy(update={"limit": None}))

@@ -56,6 +56,7 @@ from eval.gate.sequential import SequentialLook, gate_capitals, refuse_unbounded
 from eval.gate.statistics import LatencyResult, MetricResult
 from eval.metrics import DIRECTIONS
 from eval.run.identity import run_identity
+from eval.run.provenance import faithfulness_bar
 from eval.run.runner import Progress
 from eval.run.sequential_gate import (
     SequentialOutcome,
@@ -169,6 +170,9 @@ def run_sequential_grid(
     """
     policy = GatePolicy.load(request.policy_path).against_shipped()
     refuse_unbounded(policy)
+    refusal = faithfulness_bar(request.sweep, policy)  # a deciding faithfulness metric needs a valid method
+    if refusal:
+        raise CribsheetError(f"policy {request.policy_path}: {refusal}")
     plan = policy.sequential or SequentialPlan()
     settings = {s.name: s for s in request.sweep.grid.expand()}
     if request.shipped not in settings:

@@ -558,3 +558,17 @@ def test_faithfulness_decides_only_where_its_methods_stored_validity_meets_the_b
         assert d.decision == "undecided" and d.reasons[0].startswith(expected), d.reasons
     advisory = policy.model_copy(update={"metrics": [*POLICY.metrics, rule.model_copy(update={"advisory": True})]})
     assert gate(store, "base", "cand", advisory, run="r1").decision == "pass"  # reported, never refused
+
+
+def test_a_verdict_faithfulness_decided_names_the_method_and_its_validity(store: DuckDBStore) -> None:
+    from eval.gate import verdict_line
+
+    base = baseline_values() | {"faithfulness": [1.0] * N}
+    worse = [0.0 if i % 2 else 1.0 for i in range(N)]  # half the answers lose their support
+    fill(store, "r1", {"base": base, "cand": base | {"faithfulness": worse}})
+    _validity(store, "r1", 0.8)
+    rule = MetricRule(name="faithfulness", margin=0.05, min_validity=0.7)
+    d = gate(store, "base", "cand", POLICY.model_copy(update={"metrics": [rule], "latency": None}), run="r1")
+    line = verdict_line(d)
+    assert d.decision == "fail" and line.startswith("cand vs base: FAIL (faithfulness: fail")
+    assert line.endswith("; by rule checker, balanced accuracy 0.8 on documentation answers)"), line

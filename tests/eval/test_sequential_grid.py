@@ -196,3 +196,20 @@ def test_a_busy_machine_stops_the_grid_undecided_never_passing_on_latency(
         assert o.decision in ("undecided", "fail")
         assert any("other processes used" in r for r in o.reasons), o.reasons
     assert {f.p_value for f in out.recommendation.family} == {1.0}  # a refused latency verdict is no evidence
+
+
+def test_a_faithfulness_metric_whose_method_misses_its_validity_bar_refuses_the_grid_before_any_batch(
+    setup: SweepSetup, tmp_path: Path
+) -> None:
+    from corpus.errors import CribsheetError
+
+    _, components = setup
+    policy = POLICY.replace(
+        "  - {name: answer_contains, margin: 0.02}\n",
+        "  - {name: answer_contains, margin: 0.02}\n  - {name: faithfulness, margin: 0.05, min_validity: 0.99}\n",
+    )
+    req = _request(setup, tmp_path, policy)
+    req = req.model_copy(update={"sweep": req.sweep.model_copy(update={"corpus_kind": "documentation"})})
+    with pytest.raises(CribsheetError, match="faithfulness cannot decide: rule checker reads 0.* min_validity 0.99"):
+        run_sequential_grid(req, components(ExtractingGenerator()))
+    assert not (tmp_path / "g.duckdb").exists()  # refused before the first batch wrote anything

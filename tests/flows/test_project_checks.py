@@ -80,6 +80,21 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
         "grid.rerankers (cross-encoder:/nowhere/scorer): /nowhere/scorer: no such folder",
     ),
     "corpus missing": ({"corpus": {"path": "no-docs"}}, "", "corpus.path: {dir}/no-docs: no such folder or file"),
+    "verifier card missing": (
+        {"verifier": "likelihood:./cards/none.json"},
+        "",
+        "verifier: likelihood card {dir}/cards/none.json: no such file",
+    ),
+    "faithfulness under its bar": (
+        {"policy": "faith.yaml"},
+        "metrics: [{name: answer_token_recall, margin: 0.1}, {name: faithfulness, margin: 0.05, min_validity: 0.9}]\n",
+        "policy: faithfulness cannot decide: rule checker reads 0.",
+    ),
+    "faithfulness_model with no verifier": (
+        {"policy": "model.yaml"},
+        "metrics: [{name: faithfulness_model, margin: 0.05, min_validity: 0.5}]\n",
+        "policy: faithfulness_model decides, but no verifier fills it",
+    ),
     "policy watches another shipped": (
         {"policy": "watch.yaml", "shipped": {"setting": "none-k2-hybrid-dense", "run": "r0"}},
         "shipped: {setting: halving-2x-k2-hybrid-dense, run: r0}\n",
