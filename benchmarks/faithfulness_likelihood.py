@@ -11,13 +11,15 @@ generator on vLLM: log p given the prompt the answer came from and given the pro
 log-probabilities are cached in benchmarks/data/likelihood_features.json (keyed by case id and generator)
 so a refit does not rerun the engine; --recompute drops the cache.
 
-Two logistic models are fitted on the tune splits of every set together, nothing else: `likelihood` (the
-likelihood features) and `combined` (plus the rule checker's share of supported claims). Each threshold is
-the tune split's best balanced accuracy. The one with the better tune balanced accuracy is written as the
-packaged card with its held-out figures per corpus kind (--write-card). Prints one table: per set and split,
-balanced accuracy and AUROC of the rule checker, the word-overlap baseline (share chosen on tune), the
-likelihood model and the combined one; then a JSON line.
-Usage: .venv/bin/python benchmarks/faithfulness_likelihood.py [--recompute] [--write-card]
+Per corpus kind, two logistic models are fitted on that kind's tune splits only: `likelihood` (the likelihood
+features) and `combined` (plus the rule checker's share of supported claims). Grouped 5-fold cross-validation
+on tune (a document's answers in one fold) gives each variant's out-of-fold balanced accuracy and threshold;
+the better variant is the kind's model. Without --held-out only tune rows are printed: the test and
+hand-written splits are scored once per change of the method, with --held-out, which --write-card needs (the
+card states its held-out figures, and cards/validity.json the rule checker's on the same answers). Prints per
+set and split the balanced accuracy and AUROC of the rule checker, the word-overlap baseline (share chosen on
+tune) and the kind's likelihood model; then a JSON line.
+Usage: .venv/bin/python benchmarks/faithfulness_likelihood.py [--recompute] [--held-out [--write-card]]
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ SETS = {  # name -> (file, corpus kind, splits)
 }
 CACHE = DATA / "likelihood_features.json"
 CARD = Path(__file__).resolve().parent.parent / "eval" / "faithfulness" / "cards" / "likelihood-smollm2-135m.json"
-LIKELIHOOD = ["lp_mean", "lp_p10", "lp_min", "pmi_mean", "pmi_p10", "pmi_min", "log_tokens"]
+LIKELIHOOD = ["lp_mean", "lp_p10", "lp_min", "lq_mean", "pmi_mean", "pmi_p10", "pmi_min", "pmi_neg", "log_tokens"]
 _CUT_TOKENS = 47
 
 
@@ -88,14 +90,19 @@ def load_cases() -> list[dict[str, Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recompute", action="store_true", help="score every case with the engine again")
+    parser.add_argument("--features-only", action="store_true", help="fill the cache and stop (no fit, no table)")
     parser.add_argument("--cached-only", action="store_true", help="score only the cases already in the cache")
-    parser.add_argument("--write-card", action="store_true", help=f"write the chosen model as {CARD.name}")
+    parser.add_argument(
+        "--held-out", action="store_true", help="score the test and hand-written splits too (once per change)"
+    )
+    parser.add_argument("--write-card", action="store_true", help=f"write the chosen models as {CARD.name}")
     args = parser.parse_args()
     from corpus.runtime import quiet_offline_env
 
     quiet_offline_env()
     import numpy as np
     from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GroupKFold
     from transformers import AutoTokenizer
 
     from benchmarks.faithfulness_validation import SHARES, overlap_verdicts
@@ -143,6 +150,8 @@ def main() -> None:
         seconds = time.perf_counter() - start
         print(f"engine: {seconds / len(todo):.3f} s per answer ({len(todo)} answers)", file=sys.stderr)
         engine.close()
+    if args.features_only:
+        return
     logprobs_tok = TokenLogprobs(type("S", (), {"tokenizer": tokenizer})(), None)
 
     rows = []  # (case, label, features or None, rules share, overlap lexical min)
@@ -158,131 +167,131 @@ def main() -> None:
     def matrix(names: list[str], subset: list[Any]) -> Any:
         return np.array([[(f or {}).get(n, 0.0) if n != "rules" else s for n in names] for _, _, f, s, _ in subset])
 
-    tune = [row for row in rows if row[0]["split"] == "tune" and row[2] is not None]
-    models: dict[str, Any] = {}
-    for variant, names in (("likelihood", LIKELIHOOD), ("combined", [*LIKELIHOOD, "rules"])):
-        x = matrix(names, tune)
+    kinds = sorted({row[0]["kind"] for row in rows})
+    fitted: dict[str, dict[str, Any]] = {}  # kind -> the chosen variant's model
+    cv_line: dict[str, dict[str, float]] = {}
+    for kind in kinds:
+        tune = [row for row in rows if row[0]["kind"] == kind and row[0]["split"] == "tune" and row[2] is not None]
+        groups = np.array([f"{row[0]['set']}:{row[0].get('doc') or row[0]['question']}" for row in tune])
         y = np.array([row[1] for row in tune])
-        mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-9
-        fit = LogisticRegression(C=1.0, class_weight="balanced", max_iter=1000).fit((x - mean) / scale, y)
-        probs = list(fit.predict_proba((x - mean) / scale)[:, 1])
-        threshold = best_threshold(list(y), probs)
-        models[variant] = {
-            "names": names,
-            "mean": mean.tolist(),
-            "scale": scale.tolist(),
-            "coef": fit.coef_[0].tolist(),
-            "intercept": float(fit.intercept_[0]),
-            "threshold": threshold,
-            "tune_bacc": bacc(list(y), [p >= threshold for p in probs]),
-        }
+        cv_line[kind] = {}
+        best: dict[str, Any] | None = None
+        for variant, names in (("likelihood", LIKELIHOOD), ("combined", [*LIKELIHOOD, "rules"])):
+            x = matrix(names, tune)
+            oof = np.zeros(len(tune))  # out-of-fold probabilities: grouped by document, so no page is on both sides
+            for train, held in GroupKFold(n_splits=5).split(x, y, groups):
+                mean, scale = x[train].mean(axis=0), x[train].std(axis=0) + 1e-9
+                fit = LogisticRegression(C=1.0, class_weight="balanced", max_iter=1000)
+                fit.fit((x[train] - mean) / scale, y[train])
+                oof[held] = fit.predict_proba((x[held] - mean) / scale)[:, 1]
+            threshold = best_threshold(list(y), list(oof))
+            cv = bacc(list(y), [p >= threshold for p in oof]) or 0.0
+            cv_line[kind][variant] = cv
+            mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-9
+            fit = LogisticRegression(C=1.0, class_weight="balanced", max_iter=1000).fit((x - mean) / scale, y)
+            model = {
+                "variant": variant,
+                "features": names,
+                "mean": mean.tolist(),
+                "scale": scale.tolist(),
+                "coef": fit.coef_[0].tolist(),
+                "intercept": float(fit.intercept_[0]),
+                "threshold": threshold,
+                "tune_cases": len(tune),
+                "tune_sha256": hashlib.sha256(
+                    "\n".join(f"{r[0]['set']}:{r[0]['id']}:{r[1]}" for r in tune).encode()
+                ).hexdigest(),
+                "cv_balanced_accuracy": round(cv, 4),
+            }
+            if best is None or cv > best["cv_balanced_accuracy"]:
+                best = model
+        assert best is not None
+        fitted[kind] = best
+        print(
+            f"{kind}: tune {len(tune)} answers ({int(y.sum())} supported), grouped 5-fold CV balanced accuracy "
+            + ", ".join(f"{v} {b:.3f}" for v, b in cv_line[kind].items())
+            + f"; chosen: {best['variant']}, threshold {best['threshold']:.4f}"
+        )
 
     def prob(model: dict[str, Any], feats: dict[str, float] | None, share: float) -> float | None:
         if feats is None:
             return None
         z = model["intercept"] + sum(
             w * ((feats | {"rules": share})[n] - m) / s
-            for n, m, s, w in zip(model["names"], model["mean"], model["scale"], model["coef"], strict=True)
+            for n, m, s, w in zip(model["features"], model["mean"], model["scale"], model["coef"], strict=True)
         )
         return 1.0 / (1.0 + math.exp(-z))
 
-    table: dict[str, Any] = {}
-    print(
-        f"\n{'set':<14}{'split':<12}{'n':>5}{'sup':>5}  {'rules':>13}  {'overlap':>13}"
-        f"  {'likelihood':>13}  {'combined':>13}"
-    )
-    print(f"{'':<36}  {'bacc  auroc':>13}  {'bacc  auroc':>13}  {'bacc  auroc':>13}  {'bacc  auroc':>13}")
-    groups: dict[tuple[str, str], list[Any]] = {}
+    splits = ("tune", "test", "handwritten") if args.held_out else ("tune",)
+    groups_: dict[tuple[str, str], list[Any]] = {}
     for row in rows:
-        groups.setdefault((row[0]["set"], row[0]["split"]), []).append(row)
-        groups.setdefault((f"all-{row[0]['kind']}", row[0]["split"]), []).append(row)
+        if row[0]["split"] in splits:
+            groups_.setdefault((row[0]["set"], row[0]["split"]), []).append(row)
+            groups_.setdefault((f"all-{row[0]['kind']}", row[0]["split"]), []).append(row)
     shares: dict[str, float] = {}
-    for (name, split), subset in sorted(
-        groups.items(), key=lambda kv: (kv[0][0], ["tune", "test", "handwritten"].index(kv[0][1]))
-    ):
+    table: dict[str, Any] = {}
+    print(f"\n{'set':<20}{'split':<12}{'n':>5}{'sup':>5}  {'rules':>13}  {'overlap':>13}  {'likelihood':>13}")
+    print(f"{'':<42}  {'bacc  auroc':>13}  {'bacc  auroc':>13}  {'bacc  auroc':>13}")
+    order = ["tune", "test", "handwritten"]
+    for (name, split), subset in sorted(groups_.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
         labels = [y for _, y, _, _, _ in subset]
         if name not in shares:  # the overlap baseline's share: chosen on this set's tune split
-            tune_sub = groups.get((name, "tune"), subset)
+            tune_sub = groups_.get((name, "tune"), subset)
             tl = [y for _, y, _, _, _ in tune_sub]
             shares[name] = max(
                 SHARES, key=lambda s: (bacc(tl, overlap_verdicts([r for *_, r in tune_sub], s)) or 0, -s)
             )
-        rule_pred = [s == 1.0 for _, _, _, s, _ in subset]
         line: dict[str, Any] = {"n": len(subset), "supported": sum(labels)}
-        line["rules"] = (bacc(labels, rule_pred), auroc(labels, [s for _, _, _, s, _ in subset]))
+        line["rules"] = (bacc(labels, [s == 1.0 for *_, s, _ in subset]), auroc(labels, [s for *_, s, _ in subset]))
         lex = [min((v.lexical for v in r.claims), default=1.0) for *_, r in subset]
         line["overlap"] = (bacc(labels, overlap_verdicts([r for *_, r in subset], shares[name])), auroc(labels, lex))
-        for variant, model in models.items():
-            ps = [prob(model, f, s) for _, _, f, s, _ in subset]
-            # No claims found: no verdict, which passes the answer (as the rule checker's NULL does).
-            line[variant] = (
-                bacc(labels, [p is None or p >= model["threshold"] for p in ps]),
-                auroc(labels, [1.0 if p is None else p for p in ps]),
-            )
+        model = fitted[subset[0][0]["kind"]]
+        ps = [prob(model, f, s) for _, _, f, s, _ in subset]
+        # No claims found: no verdict (NULL in the product), which passes the answer, as the rule checker's does.
+        line["likelihood"] = (
+            bacc(labels, [p is None or p >= model["threshold"] for p in ps]),
+            auroc(labels, [1.0 if p is None else p for p in ps]),
+        )
+        line["no_verdict"] = sum(p is None for p in ps)
         table[f"{name}/{split}"] = line
 
         def fmt(v: tuple[float | None, float | None]) -> str:
             return f"{v[0] or 0:.3f} {v[1] or 0:.3f}"
 
         print(
-            f"{name:<14}{split:<12}{len(subset):>5}{sum(labels):>5}  {fmt(line['rules']):>13}"
-            f"  {fmt(line['overlap']):>13}"
-            f"  {fmt(line['likelihood']):>13}  {fmt(line['combined']):>13}"
+            f"{name:<20}{split:<12}{len(subset):>5}{sum(labels):>5}  {fmt(line['rules']):>13}"
+            f"  {fmt(line['overlap']):>13}  {fmt(line['likelihood']):>13}"
         )
-    chosen = max(models, key=lambda v: models[v]["tune_bacc"])
-    print(
-        "\ntune balanced accuracy: "
-        + ", ".join(f"{v} {m['tune_bacc']:.3f}" for v, m in models.items())
-        + f"; chosen: {chosen}"
-    )
     if args.write_card:
-        model = models[chosen]
-        tune_ids = "\n".join(f"{row[0]['set']}:{row[0]['id']}:{row[1]}" for row in tune)
-        validity = {}
-        for kind in ("documentation", "encyclopedia"):
-            if f"all-{kind}/test" in table:
-                k, v = f"all-{kind}/test", table[f"all-{kind}/test"]
-                validity[kind] = {
-                    "balanced_accuracy": round(v[chosen][0], 4),
-                    "auroc": round(v[chosen][1], 4) if v[chosen][1] is not None else None,
+        if not args.held_out:
+            sys.exit("--write-card needs --held-out: the card states its held-out figures")
+        models = {}
+        rules = {}
+        for kind, model in fitted.items():
+            v = table[f"all-{kind}/test"]
+            sets = sorted(SETS[s][0].name for s in SETS if SETS[s][1] == kind and SETS[s][0].exists())
+            models[kind] = model | {
+                "validity": {
+                    "balanced_accuracy": round(v["likelihood"][0], 4),
+                    "auroc": round(v["likelihood"][1], 4),
                     "n": v["n"],
-                    "split": k.split("/")[1],
-                    "sets": sorted({SETS[s][0].name for s in SETS if SETS[s][1] == kind and SETS[s][0].exists()}),
+                    "split": "test",
+                    "sets": sets,
                 }
-        card = {
-            "method": "likelihood",
-            "generator": generator_name,
-            "features": model["names"],
-            "mean": model["mean"],
-            "scale": model["scale"],
-            "coef": model["coef"],
-            "intercept": model["intercept"],
-            "threshold": model["threshold"],
-            "tune_cases": len(tune),
-            "tune_sha256": hashlib.sha256(tune_ids.encode()).hexdigest(),
-            "validity": validity,
-        }
+            }
+            rules[kind] = {
+                "balanced_accuracy": round(v["rules"][0], 4),
+                "auroc": round(v["rules"][1], 4),
+                "n": v["n"],
+                "split": "test",
+                "sets": sets,
+            }
+        card = {"method": "likelihood", "generator": generator_name, "models": models, "default_kind": "documentation"}
         CARD.parent.mkdir(parents=True, exist_ok=True)
         CARD.write_text(json.dumps(card, indent=1) + "\n")
-        rules = {}
-        for kind in ("documentation", "encyclopedia"):
-            v = table.get(f"all-{kind}/test")
-            if v is not None:
-                rules[kind] = validity[kind] | {
-                    "balanced_accuracy": round(v["rules"][0], 4),
-                    "auroc": round(v["rules"][1], 4) if v["rules"][1] is not None else None,
-                }
         (CARD.parent / "validity.json").write_text(json.dumps({"rules": rules}, indent=1) + "\n")
-        print(f"wrote {CARD} ({chosen}; fitted {datetime.now(UTC):%Y-%m-%d})", file=sys.stderr)
-    print(
-        json.dumps(
-            {
-                "table": table,
-                "models": {v: {k: m[k] for k in ("threshold", "tune_bacc")} for v, m in models.items()},
-                "chosen": chosen,
-            }
-        )
-    )
+        print(f"wrote {CARD} and validity.json ({datetime.now(UTC):%Y-%m-%d})", file=sys.stderr)
+    print(json.dumps({"table": table, "cv": cv_line, "chosen": {k: m["variant"] for k, m in fitted.items()}}))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import hashlib
 import itertools
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -36,8 +36,11 @@ def _known(registry: Registry[Any, Any], ref: str, defaults: dict[str, Any] | No
 
 
 def stable_hash(model: BaseModel, length: int = 16) -> str:
-    """sha256 of a model's canonical JSON: the same config gives the same hash in every process."""
-    payload = json.dumps(model.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    """sha256 of a model's canonical JSON: the same config gives the same hash in every process. Fields a model
+    lists in `HASH_EXCLUDE` (they shape no row) are left out, so adding one keeps every earlier hash.
+    """
+    exclude = set(getattr(type(model), "HASH_EXCLUDE", ()))
+    payload = json.dumps(model.model_dump(mode="json", exclude=exclude), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()[:length]
 
 
@@ -212,6 +215,8 @@ class SweepConfig(BaseModel):
     """Everything a sweep needs; its hash identifies a run's configuration."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    HASH_EXCLUDE: ClassVar[tuple[str, ...]] = ("corpus_kind",)
+    """Not in the config hash: it labels the run (which validity figures apply) and shapes no row."""
 
     index_path: Path
     """LanceDB folder built by `cribsheet index`."""

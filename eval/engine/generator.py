@@ -245,6 +245,7 @@ class VLLMGenerator:
         self.llm = LLM(**kwargs)
         self.config_dtype, self.tokenizer = config.dtype, self.llm.get_tokenizer()
         self.max_prompt_tokens = config.max_model_len - config.max_tokens  # longer prompts fail alone
+        self.max_model_len = config.max_model_len  # a sequence scored by token_logprobs must be shorter
         self.max_schema_prompt_tokens = config.max_model_len - max(config.max_tokens, SCHEMA_MAX_TOKENS)
         self.sampling = SamplingParams(max_tokens=config.max_tokens, temperature=config.temperature, seed=config.seed)
         self._probe = SamplingParams(max_tokens=1, temperature=0.0)

@@ -34,7 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from corpus.errors import CribsheetError
 
-FEATURES = ("lp_mean", "lp_p10", "lp_min", "pmi_mean", "pmi_p10", "pmi_min", "log_tokens", "rules")
+FEATURES = (
+    "lp_mean", "lp_p10", "lp_min", "lq_mean", "pmi_mean", "pmi_p10", "pmi_min", "pmi_neg", "log_tokens", "rules",
+)  # fmt: skip
 """Every feature a card may use; `rules` is the rule checker's share of supported claims (1 for a claim it
 supports, 0 for one it does not)."""
 NO_PASSAGES = "(none)"
@@ -74,26 +76,29 @@ class Validity(BaseModel):
     """The labelled sets behind it (benchmarks/data/...)."""
 
 
-class LikelihoodCard(BaseModel):
-    """A fitted likelihood model: enough to score an answer and to say how far to trust the score."""
+class KindModel(BaseModel):
+    """The logistic model for one corpus kind: its features, scaling, coefficients and threshold, what it was
+    fitted on and how it did on that kind's held-out answers.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    method: str = "likelihood"
-    generator: str
-    """The generator whose likelihoods the model was fitted on (its folder name, e.g. SmolLM2-135M-Instruct)."""
+    variant: str
+    """likelihood (the likelihood features) or combined (with the rule checker's share)."""
     features: list[str]
     mean: list[float]
     scale: list[float]
     coef: list[float]
     intercept: float
     threshold: float
-    """Chosen on the tune split (best balanced accuracy)."""
+    """Chosen on the tune split's out-of-fold probabilities (best balanced accuracy)."""
     tune_cases: int
     tune_sha256: str
-    """sha256 of the tune cases' ids and labels, in order."""
-    validity: dict[str, Validity] = {}
-    """Corpus kind (documentation, encyclopedia) -> held-out figures."""
+    """sha256 of the tune cases' set, id and label, in order."""
+    cv_balanced_accuracy: float
+    """Grouped 5-fold cross-validation on the tune split: what chose the variant (the test split chose nothing)."""
+    validity: Validity | None = None
+    """Held-out figures on this kind's test split (None: not measured)."""
 
     def probability(self, features: dict[str, float]) -> float:
         """P(supported) of one answer or claim from its features."""
@@ -101,6 +106,30 @@ class LikelihoodCard(BaseModel):
         for name, mu, sd, w in zip(self.features, self.mean, self.scale, self.coef, strict=True):
             z += w * (features[name] - mu) / (sd or 1.0)
         return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+class LikelihoodCard(BaseModel):
+    """A fitted likelihood verifier: one model per corpus kind, for one generator."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    method: str = "likelihood"
+    generator: str
+    """The generator whose likelihoods the models were fitted on (its folder name, e.g. smollm2-135m-instruct)."""
+    models: dict[str, KindModel]
+    """Corpus kind (documentation, encyclopedia) -> its model."""
+    default_kind: str = "documentation"
+    """The model used where the run's corpus kind is not known or has none."""
+
+    def model(self, kind: str | None) -> tuple[str, KindModel]:
+        """The kind whose model applies to a corpus of `kind`, and that model."""
+        chosen = kind if kind in self.models else self.default_kind
+        return chosen, self.models[chosen]
+
+    @property
+    def validity(self) -> dict[str, Validity]:
+        """Kind -> held-out figures, for the kinds measured."""
+        return {k: m.validity for k, m in self.models.items() if m.validity is not None}
 
     def digest(self) -> str:
         """sha256 of the card's canonical JSON: what the run identity stores."""
@@ -110,7 +139,10 @@ class LikelihoodCard(BaseModel):
 def load_card(path: str | None) -> LikelihoodCard:
     """The card at `path`, or the packaged one; a missing or malformed card is a one-line error."""
     if path is None:
-        text = resources.files("eval.faithfulness").joinpath("cards", BUNDLED_CARD).read_text()
+        packaged = resources.files("eval.faithfulness").joinpath("cards", BUNDLED_CARD)
+        if not packaged.is_file():
+            raise CribsheetError(f"likelihood card: the packaged {BUNDLED_CARD} is missing (reinstall cribsheet)")
+        text = packaged.read_text()
         where = f"packaged card {BUNDLED_CARD}"
     else:
         file = Path(path).expanduser()
@@ -122,9 +154,14 @@ def load_card(path: str | None) -> LikelihoodCard:
     except Exception as exc:
         first = str(exc).strip().splitlines()
         raise CribsheetError(f"likelihood card {where}: not a card ({first[0] if first else exc})") from None
-    unknown = set(card.features) - set(FEATURES)
-    if unknown or not (len(card.features) == len(card.mean) == len(card.scale) == len(card.coef)):
-        raise CribsheetError(f"likelihood card {where}: features {sorted(unknown)} unknown or lists of unequal length")
+    if card.default_kind not in card.models:
+        raise CribsheetError(f"likelihood card {where}: no model for its default kind {card.default_kind}")
+    for kind, m in card.models.items():
+        unknown = set(m.features) - set(FEATURES)
+        if unknown or not (len(m.features) == len(m.mean) == len(m.scale) == len(m.coef)):
+            raise CribsheetError(
+                f"likelihood card {where}: {kind}: features {sorted(unknown)} unknown or lists of unequal length"
+            )
     return card
 
 
@@ -144,7 +181,9 @@ def token_features(with_context: Sequence[float], without: Sequence[float]) -> d
         "lp_mean": sum(with_context) / len(with_context),
         "lp_p10": _quantile(with_context, 0.1),
         "lp_min": min(with_context),
+        "lq_mean": sum(without) / len(without),
         "pmi_mean": sum(pmi) / len(pmi),
+        "pmi_neg": sum(p < 0 for p in pmi) / len(pmi),
         "pmi_p10": _quantile(pmi, 0.1),
         "pmi_min": min(pmi),
         "log_tokens": math.log(len(pmi)),
@@ -157,7 +196,7 @@ def span_features(
     """The features over the content tokens `idx` of an answer that both prompts scored (None: no such
     token).
     """
-    keep = [j for j in idx if content[j] and not math.isnan(with_context[j]) and not math.isnan(without[j])]
+    keep = [j for j in idx if content[j] and math.isfinite(with_context[j]) and math.isfinite(without[j])]
     return token_features([with_context[j] for j in keep], [without[j] for j in keep]) if keep else None
 
 
@@ -224,7 +263,14 @@ class TokenLogprobs:
                     prompt = self.tokenizer.encode(self.render(passages, question), add_special_tokens=False)
                     seqs.append(prompt + ids)
                     cuts.append((len(prompt), len(ids)))
-            rows = self.scorer.token_logprobs(seqs) if seqs else []
+            # The engine refuses a whole batch for one sequence over its length: such an answer is not scored
+            # (its features NaN, so no verdict) rather than failing every other answer of the setting.
+            limit = getattr(self.scorer, "max_model_len", None)
+            fits = [limit is None or len(seq) < limit for seq in seqs]
+            scored = iter(
+                self.scorer.token_logprobs([s for s, ok in zip(seqs, fits, strict=True) if ok]) if any(fits) else []
+            )
+            rows = [next(scored) if ok else [None] * len(seq) for seq, ok in zip(seqs, fits, strict=True)]
             lps = [
                 [float("nan") if v is None else v for v in row[n : n + m]]
                 for row, (n, m) in zip(rows, cuts, strict=True)
@@ -249,23 +295,26 @@ class LikelihoodVerifier:
 
     name = "likelihood"
 
-    def __init__(self, config: LikelihoodConfig, scorer: Any, render: Any, generator_name: str | None) -> None:
+    def __init__(
+        self, config: LikelihoodConfig, scorer: Any, render: Any, generator_name: str | None, kind: str | None = None
+    ) -> None:
         self.card = load_card(config.model)
-        if generator_name is not None and Path(generator_name).name != self.card.generator:
+        self.kind, self.fitted = self.card.model(kind)
+        if generator_name is not None and Path(generator_name).name.lower() != self.card.generator.lower():
             raise CribsheetError(
                 f"likelihood card {config.model or BUNDLED_CARD}: fitted on {self.card.generator}'s likelihoods, "
                 f"not {Path(generator_name).name}'s; fit a card for this generator "
-                "(benchmarks/faithfulness_likelihood.py --fit) or use --verifier nli:MODEL"
+                "(benchmarks/faithfulness_likelihood.py --write-card) or use --verifier nli:MODEL"
             )
-        self.threshold = config.threshold if config.threshold is not None else self.card.threshold
-        self.method = f"likelihood card {self.card.digest()[:12]}, threshold {self.threshold:.4f}"
+        self.threshold = config.threshold if config.threshold is not None else self.fitted.threshold
+        self.method = f"likelihood card {self.card.digest()[:12]} ({self.kind} model), threshold {self.threshold:.4f}"
         """What `samples.faithfulness_method` records."""
         self.logprobs = TokenLogprobs(scorer, render, config.batch_size)
 
     def _verdict(self, features: dict[str, float] | None, rules: float) -> ClaimLikelihood:
         if features is None:
             return ClaimLikelihood(None, None, None)
-        p = self.card.probability(features | {"rules": rules})
+        p = self.fitted.probability(features | {"rules": rules})
         return ClaimLikelihood(features, p, p >= self.threshold)
 
     def score_answers(self, items: Sequence[AnswerItem]) -> list[AnswerLikelihood]:

@@ -39,7 +39,13 @@ def validity_of(metric: str, verifier: dict[str, Any] | None, kind: str | None) 
     name = verifier.get("name", "nli")
     if name == "likelihood":
         card = load_card(verifier.get("model"))
-        return f"likelihood card {card.digest()[:12]}", card.validity.get(kind or "")
+        used, model = card.model(kind)
+        name = f"likelihood card {card.digest()[:12]} ({used} model)"
+        threshold = verifier.get("threshold")
+        if threshold is not None and threshold != model.threshold:  # its figures hold at the card's threshold only
+            return f"{name} at threshold {threshold} (not the card's)", None
+        # A kind's figure is of its own model on its own answers: another kind's model has none here.
+        return name, model.validity if used == kind else None
     return f"{name}:{verifier.get('model')}", None
 
 

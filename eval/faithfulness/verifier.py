@@ -71,6 +71,8 @@ class VerifierDeps:
     """`(context, question) -> prompt`, the sweep's prompt layout."""
     generator_model: str | None = None
     """The generator's model (folder or id)."""
+    corpus_kind: str | None = None
+    """The sweep's corpus kind: which of a likelihood card's models applies."""
 
 
 VERIFIERS: Registry[Verifier | AnswerVerifier, VerifierDeps | None] = Registry("verifier")
@@ -309,4 +311,4 @@ def _likelihood(config: LikelihoodConfig, deps: VerifierDeps | None) -> Likeliho
             "verifier likelihood: the generator does not score prompt tokens (a vLLM generator does); "
             "use --verifier nli:MODEL"
         )
-    return LikelihoodVerifier(config, deps.scorer, deps.render, deps.generator_model)
+    return LikelihoodVerifier(config, deps.scorer, deps.render, deps.generator_model, deps.corpus_kind)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -189,6 +189,10 @@ class GatePolicy(BaseModel):
         left out, so a policy written before it existed keeps its hash (a sequential gate's identity holds it).
         """
         default = tuple(self.diagnostics) == DEFAULT_DIAGNOSTICS
+        if not any(m.min_validity is not None for m in self.metrics):  # written before it existed: same hash
+            unset = {"metrics": {i: {"min_validity"} for i in range(len(self.metrics))}}
+            exclude: Any = unset | ({"diagnostics": True} if default else {})
+            return hashlib.sha256(self.model_dump_json(exclude=exclude).encode()).hexdigest()
         return hashlib.sha256(self.model_dump_json(exclude={"diagnostics"} if default else None).encode()).hexdigest()
 
     def against_shipped(self) -> GatePolicy:

@@ -106,6 +106,7 @@ def faithfulness_validity(
     notes: list[str] = []
     refusal = None
     named = {m.name: m for m in policy.metrics if m.name in FAITHFULNESS}
+    methods: dict[str, set[str]] = {}
     for run in dict.fromkeys(runs):
         meta = store.run_meta(run)
         stored = json.loads(meta.faithfulness_validity or "{}")
@@ -115,6 +116,7 @@ def faithfulness_validity(
                 notes.append(f"faithfulness_model of run {run}: {meta.verifier or 'no verifier ran (no values)'}")
             elif entry is not None:
                 notes.append(f"run {run}: {entry['line']}")
+            methods.setdefault(name, set()).add((entry or {}).get("method", "unknown"))
             if rule.advisory or rule.min_validity is None or refusal:
                 continue
             figure = (entry or {}).get("balanced_accuracy")
@@ -126,6 +128,12 @@ def faithfulness_validity(
                     f"{name} cannot decide: {method} {shown} on {kind} answers, under the policy's min_validity "
                     f"{rule.min_validity:.2f} (docs/faithfulness.md; a verifier that meets it, or make it advisory)"
                 )
+    for name, found in methods.items():
+        if len(found) > 1 and not named[name].advisory and not refusal:
+            # A refitted card or another verifier moves the figure by itself: no difference of settings.
+            refusal = (
+                f"{name} cannot decide: the two runs measured it with different methods ({', '.join(sorted(found))})"
+            )
     return policy, refusal, notes
 
 
@@ -255,7 +263,16 @@ def watch_shipped(
             notes += more + [f"latency: the shipped setting against {twin.setting_name}, both timed tonight"]
             column = latency_column(policy.latency.metric)
             check = load_check(store, [run_id], twin.setting_hash, tonight_ref.setting_hash, column, policy)
-    decision = decide({q: base[q] for q in common}, {q: cand[q] for q in common}, policy, labels, speedups, aa, check)
+    refusal = None
+    if any(m.name in FAITHFULNESS for m in policy.metrics):
+        policy, refusal, more = faithfulness_validity(store, [shipped.run, run_id], policy)
+        notes += more
+    if refusal:
+        decision = GateDecision.make("undecided", [refusal], labels, policy)
+    else:
+        decision = decide(
+            {q: base[q] for q in common}, {q: cand[q] for q in common}, policy, labels, speedups, aa, check
+        )
     if decision.latency is not None and twin is not None:
         decision = decision.model_copy(update={"latency": _pair_means(store, twin, tonight_ref, decision.latency)})
     notes.append(f"watch: {len(common)} questions held by both runs")

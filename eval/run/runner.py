@@ -17,6 +17,7 @@ from eval.answer_cache.guard import question_guard
 from eval.answer_cache.lookup import CacheHit, CacheLookups, cache_hits
 from eval.engine.generator import WarmReport
 from eval.faithfulness.checker import ClaimChecker
+from eval.faithfulness.verifier import AnswerVerifier
 from eval.prompt import PromptLayout
 from eval.run.cached_answers import serve_hits
 from eval.run.citations import CITED_INSTRUCTION
@@ -159,9 +160,14 @@ class SettingRunner:
         batch = partial(self.tick, f"generate {name}")
         self.timed(f"generate:{name}", partial(generate_setting, drafts, generator, self.prefix, cited, batch))
         serve_hits(drafts, cache)
+        # The likelihood verifier scores an answer under the plain prompt its card was fitted on; a cited-json
+        # answer was written under another (the JSON instruction) and its text is extracted: left NULL.
+        verifier = self.comps.verifier
+        if cited and isinstance(verifier, AnswerVerifier):
+            verifier = None
         claims = self.timed(
             f"faithfulness:{name}",
-            partial(judge_drafts, drafts, self.checker, self.comps.judge, self.comps.verifier),
+            partial(judge_drafts, drafts, self.checker, self.comps.judge, verifier),
         )
         return [d.row() for d in drafts], claims
 

@@ -57,7 +57,7 @@ def _verifier_deps(config: SweepConfig, generator: Generator) -> VerifierDeps:
     scorer = generator if isinstance(generator, TokenScorer) else None
     model = config.generator.model or (str(bundled_model()) if config.generator.name == "vllm" else None)
     render = PromptLayout(scorer.tokenizer).render if scorer is not None else None
-    return VerifierDeps(scorer=scorer, render=render, generator_model=model)
+    return VerifierDeps(scorer=scorer, render=render, generator_model=model, corpus_kind=config.corpus_kind)
 
 
 def build_generator(config: GeneratorConfig) -> Generator:

@@ -322,7 +322,7 @@ class DuckDBStore(RunLifecycle, LatencyStore, RecommendationStore):
             "SELECT run_id, started_at, finished_at, status, git_commit, git_dirty, hardware_json, "
             "engine_precision, n_questions, n_settings, questions_path, latency_session, probe_repeats, aa_ratio, "
             "aa_ci_low, aa_ci_high, aa_n, foreign_load, load_avg, latency_drift, latency_drift_setting, failed_slots, "
-            "precomputes_json FROM runs WHERE run_id = ?",
+            "precomputes_json, faithfulness_validity FROM runs WHERE run_id = ?",
             [run_id],
         )
         if not rows:

@@ -511,12 +511,12 @@ def test_the_watchs_latency_means_are_of_the_pair_its_speed_up_is_of(store: Duck
     assert (fixed.baseline_mean, fixed.candidate_mean) == (pytest.approx(2.0), pytest.approx(1.0))
 
 
-def _validity(store: DuckDBStore, run_id: str, figure: float | None) -> None:
+def _validity(store: DuckDBStore, run_id: str, figure: float | None, method: str = "rule checker") -> None:
     """Store the rule checker's validity on documentation for `run_id`, as a sweep does (None: not measured)."""
     import duckdb
 
-    line = f"faithfulness: rule checker, balanced accuracy {figure} on documentation answers"
-    stored = {"faithfulness": {"method": "rule checker", "corpus_kind": "documentation", "balanced_accuracy": figure}}
+    line = f"faithfulness: {method}, balanced accuracy {figure} on documentation answers"
+    stored = {"faithfulness": {"method": method, "corpus_kind": "documentation", "balanced_accuracy": figure}}
     con = duckdb.connect(str(store.path))
     stored["faithfulness"]["line"] = line
     con.execute("UPDATE runs SET faithfulness_validity = ? WHERE run_id = ?", [json.dumps(stored), run_id])
@@ -572,3 +572,48 @@ def test_a_verdict_faithfulness_decided_names_the_method_and_its_validity(store:
     line = verdict_line(d)
     assert d.decision == "fail" and line.startswith("cand vs base: FAIL (faithfulness: fail")
     assert line.endswith("; by rule checker, balanced accuracy 0.8 on documentation answers)"), line
+
+
+def test_fields_added_unset_keep_every_earlier_hash() -> None:
+    """A policy without `min_validity` and a sweep without `corpus_kind` hash as before those fields existed
+    (measured at f89a0ad), so stored sequential gates resume and earlier runs' settings are reused."""
+    from eval.settings import SweepConfig
+
+    root = Path(__file__).resolve().parents[2]
+    assert GatePolicy.load(root / "policies" / "demo-gate.yaml").sha256().startswith("d1aee75baadf28f4")
+    config = SweepConfig(index_path=Path("i"), questions_path=Path("q"), store_path=Path("s"))
+    assert (config.config_hash(), config.samples_hash()) == ("62ffc3788bb41751", "2d7970b867118963")
+    assert config.model_copy(update={"corpus_kind": "documentation"}).config_hash() == "62ffc3788bb41751"
+
+
+def test_the_watch_honours_the_validity_bar_and_refuses_a_figure_two_methods_measured(
+    store: DuckDBStore, tmp_path: Path
+) -> None:
+    import yaml
+
+    from eval.gate import watch_shipped
+
+    shipped = baseline_values() | {"faithfulness": [1.0] * N}
+    worse = shipped | {"faithfulness": [0.0 if i % 2 else 1.0 for i in range(N)]}
+    fill(store, "r-shipped", {"pruned": shipped})
+    fill(store, "r-tonight", {"pruned": worse}, corpus_sha="c2")
+    rule = MetricRule(name="faithfulness", margin=0.05, min_validity=0.7)
+    policy = tmp_path / "policy.yaml"
+    raw = POLICY.model_dump(mode="json", exclude_none=True) | {"latency": None}
+    raw["metrics"] = [rule.model_dump(mode="json")]
+    policy.write_text(yaml.safe_dump(raw | {"shipped": {"setting": "pruned", "run": "r-shipped"}}))
+    for run in ("r-shipped", "r-tonight"):
+        _validity(store, run, 0.5)
+    d = watch_shipped(store, "r-tonight", policy)
+    assert d is not None and d.decision == "undecided" and d.reasons[0].startswith("faithfulness cannot decide")
+    for run in ("r-shipped", "r-tonight"):
+        _validity(store, run, 0.8)
+    d = watch_shipped(store, "r-tonight", policy)
+    assert d is not None and d.decision == "fail"  # a valid method: the regression fails the watch
+    _validity(store, "r-tonight", 0.8, method="likelihood card 0123456789ab")
+    d = watch_shipped(store, "r-tonight", policy)
+    assert d is not None and d.decision == "undecided", d.reasons
+    assert d.reasons[0] == (
+        "faithfulness cannot decide: the two runs measured it with different methods (likelihood card "
+        "0123456789ab, rule checker)"
+    )

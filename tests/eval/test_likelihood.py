@@ -24,10 +24,11 @@ from eval.faithfulness.likelihood import (
 from tests.fakes import ScoringGenerator
 
 
-def card(tmp_path: Path, **over: object) -> Path:
-    """A card on one feature: supported when the passages raise the answer's words (mean PMI above 1)."""
-    fields: dict[str, object] = {
-        "generator": "fake",
+def card(tmp_path: Path, generator: str = "fake", **over: object) -> Path:
+    """A card whose documentation model uses one feature: supported when the passages raise the answer's words
+    (mean PMI above 1)."""
+    model: dict[str, object] = {
+        "variant": "likelihood",
         "features": ["pmi_mean"],
         "mean": [0.0],
         "scale": [1.0],
@@ -36,10 +37,11 @@ def card(tmp_path: Path, **over: object) -> Path:
         "threshold": 0.5,
         "tune_cases": 2,
         "tune_sha256": "0" * 64,
-        "validity": {"documentation": {"balanced_accuracy": 0.74, "auroc": 0.8, "n": 50, "split": "test", "sets": []}},
+        "cv_balanced_accuracy": 0.7,
+        "validity": {"balanced_accuracy": 0.74, "auroc": 0.8, "n": 50, "split": "test", "sets": []},
     }
     path = tmp_path / "card.json"
-    path.write_text(json.dumps(fields | over))
+    path.write_text(json.dumps({"generator": generator, "models": {"documentation": model | over}}))
     return path
 
 
@@ -57,6 +59,8 @@ def test_features_are_the_mean_low_percentile_and_minimum_of_likelihood_and_pmi(
     assert got["lp_p10"] == pytest.approx(-2.8)  # numpy's linear quantile of [-3, -2, -1] at 0.1
     assert got["pmi_mean"] == pytest.approx((3.0 + 0.0 + 0.5) / 3) and got["pmi_min"] == 0.0
     assert got["pmi_p10"] == pytest.approx(0.1) and got["log_tokens"] == pytest.approx(math.log(3))
+    assert got["lq_mean"] == pytest.approx(-9.5 / 3) and got["pmi_neg"] == 0.0
+    assert token_features([-1.0, -1.0], [-0.5, -2.0])["pmi_neg"] == 0.5  # one token the passages made less likely
 
 
 def test_an_answer_the_passages_hold_is_supported_and_an_invented_one_is_not(tmp_path: Path) -> None:
@@ -110,12 +114,18 @@ def test_a_missing_malformed_or_foreign_card_is_a_one_line_error(tmp_path: Path)
         load_card(str(bad))
     with pytest.raises(CribsheetError, match="unknown or lists of unequal length"):
         load_card(str(card(tmp_path, features=["pmi_mean", "entropy"], mean=[0, 0], scale=[1, 1], coef=[1, 1])))
+    no_default = tmp_path / "kinds.json"
+    no_default.write_text(json.dumps({"generator": "g", "models": {}}))
+    with pytest.raises(CribsheetError, match="no model for its default kind documentation"):
+        load_card(str(no_default))
     from eval.prompt import PromptLayout
 
     engine = ScoringGenerator()
-    config = LikelihoodConfig(model=str(card(tmp_path, generator="SmolLM2-135M-Instruct")))
-    with pytest.raises(CribsheetError, match="fitted on SmolLM2-135M-Instruct's likelihoods, not qwen's"):
+    config = LikelihoodConfig(model=str(card(tmp_path, generator="smollm2-135m-instruct")))
+    with pytest.raises(CribsheetError, match="fitted on smollm2-135m-instruct's likelihoods, not qwen's"):
         LikelihoodVerifier(config, engine, PromptLayout(engine.tokenizer).render, "/models/qwen")
+    # The same model named by its hub id is the same generator.
+    LikelihoodVerifier(config, engine, PromptLayout(engine.tokenizer).render, "HuggingFaceTB/SmolLM2-135M-Instruct")
 
 
 def test_the_packaged_card_is_fitted_for_the_bundled_generator_and_states_its_validity() -> None:
@@ -123,8 +133,9 @@ def test_the_packaged_card_is_fitted_for_the_bundled_generator_and_states_its_va
 
     packaged = load_card(None)
     assert packaged.generator == Path(str(smollm2_dir())).name
-    assert set(packaged.validity) == {"documentation", "encyclopedia"}
+    assert set(packaged.models) == set(packaged.validity) == {"documentation", "encyclopedia"}
     assert all(v.split == "test" and v.n >= 100 for v in packaged.validity.values())
+    assert all(m.cv_balanced_accuracy > 0.5 and m.tune_cases >= 200 for m in packaged.models.values())
     assert (
         len(packaged.digest()) == 64
         and packaged.digest()
@@ -151,7 +162,9 @@ def test_a_sweep_with_the_likelihood_verifier_stores_verdicts_features_method_co
     proc = run("sweep", "--config", str(config), *args, tmp=tmp_path, extra_env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     digest = load_card(str(path)).digest()
-    assert f"faithful (model): likelihood card {digest[:12]}, balanced accuracy 0.74" in proc.stdout
+    assert (
+        f"faithful (model): likelihood card {digest[:12]} (documentation model), balanced accuracy 0.74" in proc.stdout
+    )
     assert "faithful: rule checker, balanced accuracy" in proc.stdout
     con = duckdb.connect(str(store), read_only=True)
     rows = con.execute(
@@ -159,7 +172,9 @@ def test_a_sweep_with_the_likelihood_verifier_stores_verdicts_features_method_co
     ).fetchall()
     scored = [r for r in rows if r[3]]
     assert scored and all(m in (0.0, 1.0) and s is not None and s >= 0 for m, _, s, _ in scored)
-    assert {meth for _, meth, _, _ in rows} == {f"likelihood card {digest[:12]}, threshold 0.5000"}
+    assert {meth for _, meth, _, _ in rows} == {
+        f"likelihood card {digest[:12]} (documentation model), threshold 0.5000"
+    }
     claims = con.execute("SELECT model_prob, model_supported, pmi_mean, lik_mean, pmi_p10 FROM claims").fetchall()
     assert claims and all(p is not None and (p >= 0.5) == s and pmi is not None for p, s, pmi, _, _ in claims)
     # The extracting fake copies its first passage: the passages make those words likelier.
@@ -169,6 +184,24 @@ def test_a_sweep_with_the_likelihood_verifier_stores_verdicts_features_method_co
     assert stored["faithfulness_model"]["corpus_kind"] == "documentation"
     fingerprints = json.loads(con.execute("SELECT model_fingerprints FROM runs").fetchall()[0][0])
     assert fingerprints[f"verifier:likelihood:{path}"] == digest
+    run_id = con.execute("SELECT run_id FROM runs").fetchall()[0][0]
+    con.close()
+    # What the sweep stored is what the gate reads: the bar refuses, naming the card and its figure.
+    from eval.gate.policy import GatePolicy, MetricRule
+    from eval.gate.run import faithfulness_validity
+    from eval.store import DuckDBStore
+
+    policy = GatePolicy(metrics=[MetricRule(name="faithfulness_model", margin=0.05, min_validity=0.9)])
+    _, refusal, notes = faithfulness_validity(DuckDBStore(store, read_only=True), [run_id], policy)
+    assert refusal is not None and refusal.startswith(
+        f"faithfulness_model cannot decide: likelihood card {digest[:12]} (documentation model) reads 0.74 on "
+        "documentation answers"
+    )
+    proc = run("report", "--store", str(store), "--out", str(tmp_path / "report"), tmp=tmp_path, extra_env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    written = "".join(p.read_text() for p in (tmp_path / "report").glob("*.md"))
+    assert f"faithfulness_model: likelihood card {digest[:12]} (documentation model), balanced accuracy 0.74" in written
+    assert "faithfulness: rule checker, balanced accuracy" in written
 
 
 def test_a_generator_that_scores_no_tokens_cannot_run_the_likelihood_verifier() -> None:
@@ -177,3 +210,28 @@ def test_a_generator_that_scores_no_tokens_cannot_run_the_likelihood_verifier() 
     spec = VerifierConfig(name="likelihood").spec()
     with pytest.raises(CribsheetError, match="does not score prompt tokens"):
         VERIFIERS.build(spec, VerifierDeps(scorer=None))
+
+
+def test_an_answer_too_long_for_the_engine_gets_no_verdict_and_the_others_are_scored(tmp_path: Path) -> None:
+    v, engine = verifier(tmp_path)
+    context = "[1] Rivers: The Danube flows through Vienna."
+    short = AnswerItem("Q?", context, "The Danube flows.", ["The Danube flows."], [True])
+    long_answer = " ".join(["Danube"] * 400) + "."
+    long = AnswerItem("Q?", context, long_answer, [long_answer], [True])
+    prompt_words = len(engine.tokenizer.encode(v.logprobs.render(context, "Q?")))
+    engine.max_model_len = prompt_words + 50  # the short answer fits, the long one does not
+    got_short, got_long = v.score_answers([short, long])
+    assert got_short.supported is True and got_long.supported is None and got_long.features is None
+    assert engine.scored == 2  # neither of the long answer's prompts was sent
+
+
+def test_a_threshold_other_than_the_cards_has_no_validity_figure(tmp_path: Path) -> None:
+    from eval.faithfulness.validity import validity_of
+
+    path = str(card(tmp_path))
+    method, figure = validity_of("faithfulness_model", {"name": "likelihood", "model": path}, "documentation")
+    assert figure is not None and figure.balanced_accuracy == 0.74 and method.startswith("likelihood card ")
+    assert validity_of("faithfulness_model", {"name": "likelihood", "model": path}, "encyclopedia")[1] is None
+    moved = {"name": "likelihood", "model": path, "threshold": 0.3}
+    method, figure = validity_of("faithfulness_model", moved, "documentation")
+    assert figure is None and method.endswith("(documentation model) at threshold 0.3 (not the card's)")

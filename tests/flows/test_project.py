@@ -81,7 +81,7 @@ def test_run_does_everything_the_project_file_says(tmp_path: Path, policy_exit: 
     }))  # fmt: skip
     assert raw.pop("shipped") == "none-k8-hybrid-dense"  # init names one; this user deletes the line
     raw |= {
-        "embedder": "hash", "generator": {"name": "fake"}, "policy": "policy.yaml", "probe_questions": 3,
+        "embedder": "hash", "generator": {"name": "fake-scoring"}, "policy": "policy.yaml", "probe_questions": 3,
         "grid": {"top_ks": [2], "compressions": [{"compressor": "none"}, {"compressor": "halving", "target_ratio": 2}]},
         "questions": {"path": None, "generate": 12},
     }  # fmt: skip
@@ -96,6 +96,12 @@ def test_run_does_everything_the_project_file_says(tmp_path: Path, policy_exit: 
         (settings,) = con.execute("SELECT count(DISTINCT setting_hash) FROM samples").fetchone() or (0,)
         (slots,) = con.execute("SELECT count(*) FROM latency_slots").fetchone() or (0,)
     assert settings == 2 and slots == 3 * 3 * 3  # 3 probe questions x 3 blocks x (2 settings + the twin)
+    # init turns the likelihood verifier on for a documentation tree: its verdicts and method are stored, named.
+    assert raw["verifier"] == "likelihood" and raw["corpus_kind"] == "documentation"
+    with duckdb.connect(str(workdir / "results.duckdb"), read_only=True) as con:
+        methods = con.execute("SELECT DISTINCT faithfulness_method FROM samples WHERE n_claims > 0").fetchall()
+        assert len(methods) == 1 and methods[0][0].startswith("likelihood card ")
+    assert "faithful (model): likelihood card" in result.output
     # No `shipped:`: no gate against it, no recommendation, the exit code by each candidate's own verdict.
     assert "recommendation" not in result.output and "against the shipped one" not in result.output
     with duckdb.connect(str(workdir / "results.duckdb"), read_only=True) as con:
@@ -201,7 +207,7 @@ def test_init_then_run_from_a_folder_that_is_not_the_checkout_and_the_questions_
     raw = yaml.safe_load(Path("cribsheet.yaml").read_text())
     assert raw["policy"] == "default"
     raw |= {
-        "embedder": "hash", "generator": {"name": "fake"}, "probe_questions": 2, "probe_repeats": 1,
+        "embedder": "hash", "generator": {"name": "fake-scoring"}, "probe_questions": 2, "probe_repeats": 1,
         "grid": {"top_ks": [2], "compressions": [{"compressor": "none"}, {"compressor": "halving", "target_ratio": 2}]},
         "shipped": "none-k2-hybrid-dense",  # the grid edited, what ships named in it
     }  # fmt: skip
