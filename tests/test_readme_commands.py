@@ -63,3 +63,12 @@ def test_readme_own_corpus_commands_give_a_verdict_per_candidate_on_the_real_sta
     verdict = last.split(": ")[1].split()[0]
     assert verdict in ("ship", "keep", "undecided") and run.returncode == (2 if verdict == "undecided" else 0)
     assert "against the shipped one, none-k8-hybrid-dense" in run.stdout
+    # init turns the likelihood verifier on: the real engine's likelihoods, the packaged card, named with its figure.
+    assert "faithful (model): likelihood card " in run.stdout and "documentation answers" in run.stdout
+    with duckdb.connect(str(store), read_only=True) as con:
+        scored = con.execute(
+            "SELECT count(*) FROM samples WHERE faithfulness_model IS NOT NULL AND faithfulness_method LIKE "
+            "'likelihood card % (documentation model)%'"
+        ).fetchone()
+        features = con.execute("SELECT count(*) FROM claims WHERE pmi_mean IS NOT NULL").fetchone()
+    assert scored is not None and scored[0] > 0 and features is not None and features[0] > 0
