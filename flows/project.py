@@ -187,7 +187,7 @@ class Project(BaseModel):
     def verifier_config(self) -> dict[str, Any]:
         """`verifier:` as the sweep's verifier config: `likelihood`, `likelihood:CARD` or `nli:MODEL`."""
         name, sep, model = (self.verifier or "").partition(":")
-        if sep and not model or not sep and name != "likelihood":
+        if sep and not model.strip() or not sep and name != "likelihood":
             raise CribsheetError(f"verifier: '{self.verifier}': write likelihood, likelihood:CARD or nli:MODEL")
         return {"name": name, **({"model": model} if model else {})}
 

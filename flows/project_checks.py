@@ -57,6 +57,14 @@ def check_settings(project: Project, project_file: Path) -> GatePolicy:
             check_verifier(config.verifier)
         except CribsheetError as exc:
             raise CribsheetError(f"{where}: verifier: {exc}") from None
+        if config.verifier.name == "likelihood" and config.generator.name == "vllm":
+            from eval.engine.bundled_models import SMOLLM2_NAME
+            from eval.faithfulness.likelihood import foreign_generator, load_card
+
+            generator = config.generator.model or SMOLLM2_NAME  # the name, without converting the model
+            mismatch = foreign_generator(load_card(config.verifier.model), config.verifier.model, generator)
+            if mismatch:
+                raise CribsheetError(f"{where}: verifier: {mismatch}")
     refusal = faithfulness_bar(config, policy)  # the gate would refuse it after the whole sweep
     if refusal:
         raise CribsheetError(f"{where}: policy: {refusal}")

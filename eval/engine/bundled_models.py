@@ -32,6 +32,10 @@ def bundled_gguf() -> Path:
     return path
 
 
+SMOLLM2_NAME = "smollm2-135m-instruct"
+"""The folder name of the converted bundled generator (what a likelihood card names as its generator)."""
+
+
 def smollm2_dir(cache_dir: Path | None = None) -> Path:
     """Hugging Face folder of SmolLM2-135M-Instruct, converting the GGUF on first use.
 
@@ -42,7 +46,7 @@ def smollm2_dir(cache_dir: Path | None = None) -> Path:
     """
     from filelock import FileLock
 
-    target = (cache_dir or default_cache_dir()) / "smollm2-135m-instruct"
+    target = (cache_dir or default_cache_dir()) / SMOLLM2_NAME
     gguf = bundled_gguf()
     stamp = {"source": str(gguf.name), "size": gguf.stat().st_size, "format": "hf-bf16"}
     if _converted(target, stamp):

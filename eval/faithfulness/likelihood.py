@@ -165,6 +165,19 @@ def load_card(path: str | None) -> LikelihoodCard:
     return card
 
 
+def foreign_generator(card: LikelihoodCard, path: str | None, generator_name: str | None) -> str | None:
+    """Why `card` cannot score `generator_name`'s answers (fitted on another model's likelihoods), or None. The
+    same model under its hub id ("HuggingFaceTB/SmolLM2-135M-Instruct") is the same generator.
+    """
+    if generator_name is None or Path(generator_name).name.lower() == card.generator.lower():
+        return None
+    return (
+        f"likelihood card {path or BUNDLED_CARD}: fitted on {card.generator}'s likelihoods, not "
+        f"{Path(generator_name).name}'s; a card for this generator is fitted on answers of it that two readers "
+        "labelled (benchmarks/faithfulness_likelihood.py fits the bundled generator's), or use --verifier nli:MODEL"
+    )
+
+
 def _quantile(values: Sequence[float], q: float) -> float:
     """Linear-interpolated quantile (numpy's default) of a non-empty list."""
     s = sorted(values)
@@ -300,12 +313,9 @@ class LikelihoodVerifier:
     ) -> None:
         self.card = load_card(config.model)
         self.kind, self.fitted = self.card.model(kind)
-        if generator_name is not None and Path(generator_name).name.lower() != self.card.generator.lower():
-            raise CribsheetError(
-                f"likelihood card {config.model or BUNDLED_CARD}: fitted on {self.card.generator}'s likelihoods, "
-                f"not {Path(generator_name).name}'s; fit a card for this generator "
-                "(benchmarks/faithfulness_likelihood.py --write-card) or use --verifier nli:MODEL"
-            )
+        mismatch = foreign_generator(self.card, config.model, generator_name)
+        if mismatch:
+            raise CribsheetError(mismatch)
         self.threshold = config.threshold if config.threshold is not None else self.fitted.threshold
         self.method = f"likelihood card {self.card.digest()[:12]} ({self.kind} model), threshold {self.threshold:.4f}"
         """What `samples.faithfulness_method` records."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from corpus.errors import CribsheetError
 from corpus.registry import Registry
@@ -122,6 +122,17 @@ class VerifierConfig(BaseModel):
     max_length: int | None = Field(default=None, ge=16)
     device: str | None = None
     label: int | None = Field(default=None, ge=0)
+
+    @model_serializer(mode="wrap")
+    def _as_before(self, handler: Any) -> dict[str, Any]:
+        """An nli verifier dumps its defaults filled in, as when this config was the nli config itself: the
+        config (and so a run's hash) of an nli sweep written before other verifiers existed is unchanged.
+        """
+        dumped: dict[str, Any] = handler(self)
+        if self.name == "nli" and self.model is not None:
+            given = {k: v for k, v in dumped.items() if v is not None and k != "name"}
+            return NliConfig.model_validate(given).model_dump() | {"name": "nli"}
+        return dumped
 
     def options(self) -> dict[str, Any]:
         """The options set, for the registry (unset ones are left to the verifier's own defaults)."""

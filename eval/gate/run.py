@@ -10,7 +10,7 @@ from typing import Any
 
 from corpus.runtime import hardware_text
 from eval.cells import cell
-from eval.gate.decision import GateDecision, Labels, decide
+from eval.gate.decision import EXIT_CODES, GateDecision, Labels, decide
 from eval.gate.load_check import LoadCheck, latency_column, load_check
 from eval.gate.policy import GatePolicy, GateRequest, ShippedSetting
 from eval.gate.render import decision_json, markdown_report
@@ -55,11 +55,11 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
             )
             policy = policy.model_copy(update={"latency": None})
             mismatch = mismatch or "latency cannot be compared across different hardware; rerun both on one machine"
+    refusal = None
     if any(m.name in FAITHFULNESS for m in policy.metrics):
         # Which method produced the figure, and how far it can be trusted on this corpus kind.
         policy, refusal, more = faithfulness_validity(store, [base_ref.run_id, cand_ref.run_id], policy)
         notes += more
-        mismatch = mismatch or refusal
     base_rows, cand_rows = store.paired_samples(base_ref, cand_ref)
     notes += precision_differences(base_rows, cand_rows, notes)
     machines = {r.get("hardware_sha256") for rows in (base_rows, cand_rows) for r in rows.values()} - {None}
@@ -82,7 +82,7 @@ def run_gate(request: GateRequest, policy: GatePolicy | None = None, store: Duck
     if mismatch:
         decision = GateDecision.make("undecided", [mismatch], labels, policy)
     else:
-        decision = decide(base_rows, cand_rows, policy, labels, speedups, aa, check)
+        decision = refused(decide(base_rows, cand_rows, policy, labels, speedups, aa, check), refusal)
     decision = decision.model_copy(update={"notes": notes})
     report = request.report_path
     if report is not None:
@@ -122,7 +122,7 @@ def faithfulness_validity(
             figure = (entry or {}).get("balanced_accuracy")
             if figure is None or figure < rule.min_validity:
                 method = (entry or {}).get("method", "its method")
-                kind = (entry or {}).get("corpus_kind") or "this corpus"
+                kind = (entry or {}).get("corpus_kind") or "this corpus's"
                 shown = "has no measured validity" if figure is None else f"reads {figure:.2f}"
                 refusal = (
                     f"{name} cannot decide: {method} {shown} on {kind} answers, under the policy's min_validity "
@@ -134,7 +134,24 @@ def faithfulness_validity(
             refusal = (
                 f"{name} cannot decide: the two runs measured it with different methods ({', '.join(sorted(found))})"
             )
+    if refusal:  # the other metrics still decide; the refused one is reported, and holds a pass back
+        refused_name = refusal.split(" ", 1)[0]
+        metrics = [m.model_copy(update={"advisory": True}) if m.name == refused_name else m for m in policy.metrics]
+        policy = policy.model_copy(update={"metrics": metrics})
     return policy, refusal, notes
+
+
+def refused(decision: GateDecision, refusal: str | None) -> GateDecision:
+    """A decision with a faithfulness metric that could not decide (`refusal`): a FAIL of the others stands (a
+    regression is a regression), a PASS or UNDECIDED becomes UNDECIDED with the refusal as its first reason.
+    """
+    if refusal is None:
+        return decision
+    if decision.decision == "fail":
+        return decision.model_copy(update={"reasons": [*decision.reasons, refusal]})
+    return decision.model_copy(
+        update={"decision": "undecided", "exit_code": EXIT_CODES["undecided"], "reasons": [refusal, *decision.reasons]}
+    )
 
 
 def paired_latency(
@@ -267,12 +284,10 @@ def watch_shipped(
     if any(m.name in FAITHFULNESS for m in policy.metrics):
         policy, refusal, more = faithfulness_validity(store, [shipped.run, run_id], policy)
         notes += more
-    if refusal:
-        decision = GateDecision.make("undecided", [refusal], labels, policy)
-    else:
-        decision = decide(
-            {q: base[q] for q in common}, {q: cand[q] for q in common}, policy, labels, speedups, aa, check
-        )
+    decision = refused(
+        decide({q: base[q] for q in common}, {q: cand[q] for q in common}, policy, labels, speedups, aa, check),
+        refusal,
+    )
     if decision.latency is not None and twin is not None:
         decision = decision.model_copy(update={"latency": _pair_means(store, twin, tonight_ref, decision.latency)})
     notes.append(f"watch: {len(common)} questions held by both runs")

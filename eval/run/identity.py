@@ -151,7 +151,11 @@ def model_fingerprints(config: SweepConfig, settings: Sequence[Setting]) -> dict
             if role == "verifier" and spec.name == "likelihood":  # a card: its content, the packaged one too
                 from eval.faithfulness.likelihood import BUNDLED_CARD, load_card
 
-                found[f"verifier:likelihood:{model or BUNDLED_CARD}"] = load_card(model).digest()
+                # and which of its kind models scores this corpus: another kind is other verdicts, never reused
+                card = load_card(model)
+                found[f"verifier:likelihood:{model or BUNDLED_CARD}#{card.model(config.corpus_kind)[0]}"] = (
+                    card.digest()
+                )
                 continue
             if isinstance(model, str) and model and f"{role}:{model}" not in found:
                 found[f"{role}:{model}"] = weights_fingerprint(model) or "unresolved"

@@ -584,6 +584,8 @@ def test_fields_added_unset_keep_every_earlier_hash() -> None:
     config = SweepConfig(index_path=Path("i"), questions_path=Path("q"), store_path=Path("s"))
     assert (config.config_hash(), config.samples_hash()) == ("62ffc3788bb41751", "2d7970b867118963")
     assert config.model_copy(update={"corpus_kind": "documentation"}).config_hash() == "62ffc3788bb41751"
+    nli = SweepConfig.model_validate(config.model_dump() | {"verifier": {"name": "nli", "model": "m"}})
+    assert (nli.config_hash(), nli.samples_hash()) == ("abb63be0d8b70f91", "d4edc267614adb01")
 
 
 def test_the_watch_honours_the_validity_bar_and_refuses_a_figure_two_methods_measured(
@@ -617,3 +619,35 @@ def test_the_watch_honours_the_validity_bar_and_refuses_a_figure_two_methods_mea
         "faithfulness cannot decide: the two runs measured it with different methods (likelihood card "
         "0123456789ab, rule checker)"
     )
+    # A refused faithfulness metric hides no other regression: answers that got worse still fail the watch.
+    worst = worse | {"answer_contains": [0.0] * N}
+    fill(store, "r-worst", {"pruned": worst}, corpus_sha="c3")
+    _validity(store, "r-worst", 0.5)
+    contains = MetricRule(name="answer_contains", margin=0.02)
+    raw["metrics"] = [contains.model_dump(mode="json"), rule.model_dump(mode="json")]
+    policy.write_text(yaml.safe_dump(raw | {"shipped": {"setting": "pruned", "run": "r-shipped"}}))
+    d = watch_shipped(store, "r-worst", policy)
+    assert d is not None and d.decision == "fail" and d.reasons[0].startswith("answer_contains: fail"), d.reasons
+    assert d.reasons[-1].startswith("faithfulness cannot decide")
+
+
+def test_an_nli_verifier_has_no_measured_validity_so_its_figure_cannot_decide() -> None:
+    """What a sweep with `--verifier nli:MODEL` stores, read back by the bar: nobody here measured an NLI model,
+    so a deciding faithfulness_model metric is refused before any work (and the gate would refuse it too)."""
+    from eval.run.provenance import faithfulness_bar, faithfulness_validity
+    from eval.settings import SweepConfig
+
+    config = SweepConfig(
+        index_path=Path("i"), questions_path=Path("q"), store_path=Path("s"), corpus_kind="documentation",
+        verifier={"name": "nli", "model": "/models/minicheck"},  # type: ignore[arg-type]
+    )  # fmt: skip
+    stored = faithfulness_validity(config)
+    assert stored["faithfulness_model"]["method"] == "nli:/models/minicheck"
+    assert stored["faithfulness_model"]["balanced_accuracy"] is None
+    policy = GatePolicy(metrics=[MetricRule(name="faithfulness_model", margin=0.05, min_validity=0.5)])
+    assert faithfulness_bar(config, policy) == (
+        "faithfulness_model cannot decide: nli:/models/minicheck has no measured validity on documentation answers, "
+        "under its min_validity 0.50 (docs/faithfulness.md; a verifier that meets it, or advisory)"
+    )
+    advisory = GatePolicy(metrics=[MetricRule(name="faithfulness_model", margin=0.05, advisory=True)])
+    assert faithfulness_bar(config, advisory) is None

@@ -183,7 +183,7 @@ def test_a_sweep_with_the_likelihood_verifier_stores_verdicts_features_method_co
     assert stored["faithfulness_model"]["balanced_accuracy"] == 0.74
     assert stored["faithfulness_model"]["corpus_kind"] == "documentation"
     fingerprints = json.loads(con.execute("SELECT model_fingerprints FROM runs").fetchall()[0][0])
-    assert fingerprints[f"verifier:likelihood:{path}"] == digest
+    assert fingerprints[f"verifier:likelihood:{path}#documentation"] == digest
     run_id = con.execute("SELECT run_id FROM runs").fetchall()[0][0]
     con.close()
     # What the sweep stored is what the gate reads: the bar refuses, naming the card and its figure.
@@ -235,3 +235,27 @@ def test_a_threshold_other_than_the_cards_has_no_validity_figure(tmp_path: Path)
     moved = {"name": "likelihood", "model": path, "threshold": 0.3}
     method, figure = validity_of("faithfulness_model", moved, "documentation")
     assert figure is None and method.endswith("(documentation model) at threshold 0.3 (not the card's)")
+
+
+def test_the_kind_model_a_card_scores_with_is_part_of_the_run_identity(tmp_path: Path) -> None:
+    """corpus_kind is out of the config hash (it shapes no row of the rule checker), but with a likelihood card
+    it picks the model whose verdicts fill faithfulness_model: another kind's run reuses nothing."""
+    from eval.run.identity import model_fingerprints, shared_models
+    from eval.settings import SweepConfig
+
+    two = json.loads(card(tmp_path).read_text())
+    two["models"]["encyclopedia"] = two["models"]["documentation"] | {"threshold": 0.9}
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(two))
+    base = SweepConfig(index_path=Path("i"), questions_path=Path("q"), store_path=Path("s"))
+    with_card = base.model_copy(update={"verifier": {"name": "likelihood", "model": str(path)}})
+    with_card = SweepConfig.model_validate(with_card.model_dump())
+
+    def shared(kind: str | None) -> dict[str, str]:
+        config = with_card.model_copy(update={"corpus_kind": kind})
+        return shared_models(model_fingerprints(config, config.grid.expand()))
+
+    assert shared("documentation") != shared("encyclopedia")
+    assert shared(None) == shared("documentation")  # no kind: the card's default model
+    plain = [base.model_copy(update={"corpus_kind": k}) for k in ("documentation", "encyclopedia")]
+    assert len({json.dumps(shared_models(model_fingerprints(c, c.grid.expand()))) for c in plain}) == 1

@@ -3,6 +3,7 @@ setting name fails in one line naming the project file and the field, exit 2, an
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,30 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
         {"verifier": "likelihood:./cards/none.json"},
         "",
         "verifier: likelihood card {dir}/cards/none.json: no such file",
+    ),
+    "verifier card of another generator": (  # the bundled generator named, a card fitted on another's
+        {"verifier": "likelihood:card.yaml", "generator": {"name": "vllm"}},
+        json.dumps(
+            {
+                "generator": "qwen2.5-0.5b-instruct",
+                "models": {
+                    "documentation": {
+                        "variant": "likelihood",
+                        "features": ["pmi_mean"],
+                        "mean": [0],
+                        "scale": [1],
+                        "coef": [1],
+                        "intercept": 0,
+                        "threshold": 0.5,
+                        "tune_cases": 1,
+                        "tune_sha256": "0",
+                        "cv_balanced_accuracy": 0.5,
+                    }
+                },
+            }
+        ),
+        "verifier: likelihood card {dir}/card.yaml: fitted on qwen2.5-0.5b-instruct's likelihoods, not "
+        "smollm2-135m-instruct's",
     ),
     "faithfulness under its bar": (
         {"policy": "faith.yaml"},
