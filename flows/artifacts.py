@@ -56,7 +56,8 @@ def publish_leaderboard(result: SweepResult) -> None:
     create_table_artifact(
         table=rows,
         key="cribsheet-leaderboard",
-        description=f"run {result.run_id}: {result.n_samples} samples, store {result.store_path}",
+        description=f"run {result.run_id}: {result.n_samples} samples, store {result.store_path}; "
+        + "; ".join(result.faithfulness),  # each faithfulness column's method and its validity
     )
     svg = pareto_svg(points(result.leaderboard), f"run {result.run_id}")
     plot = "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()

@@ -50,6 +50,8 @@ def check_settings(project: Project, project_file: Path) -> GatePolicy:
         config = project.sweep_config(project.questions.path or project.workdir / QUESTIONS_FILE)
     except ValidationError as exc:
         raise CribsheetError(f"{where}: {validation_message(exc)}") from None
+    except CribsheetError as exc:  # a field sweep_config reads (`verifier:`) names itself; the file is added
+        raise CribsheetError(f"{where}: {exc}") from None
     for field_name, model in model_refs(config):
         _check_model(where, field_name, model)
     if config.verifier is not None:

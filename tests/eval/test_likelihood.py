@@ -202,6 +202,8 @@ def test_a_sweep_with_the_likelihood_verifier_stores_verdicts_features_method_co
     written = "".join(p.read_text() for p in (tmp_path / "report").glob("*.md"))
     assert f"faithfulness_model: likelihood card {digest[:12]} (documentation model), balanced accuracy 0.74" in written
     assert "faithfulness: rule checker, balanced accuracy" in written
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert f"faithfulness_model: likelihood card {digest[:12]} (documentation model), balanced accuracy 0.74" in page
 
 
 def test_a_generator_that_scores_no_tokens_cannot_run_the_likelihood_verifier() -> None:

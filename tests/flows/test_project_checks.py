@@ -110,6 +110,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
         "verifier: likelihood card {dir}/card.yaml: fitted on qwen2.5-0.5b-instruct's likelihoods, not "
         "smollm2-135m-instruct's",
     ),
+    "verifier malformed": ({"verifier": "nli"}, "", "verifier: 'nli': write likelihood, likelihood:CARD or nli:MODEL"),
     "faithfulness under its bar": (
         {"policy": "faith.yaml"},
         "metrics: [{name: answer_token_recall, margin: 0.1}, {name: faithfulness, margin: 0.05, min_validity: 0.9}]\n",
