@@ -129,7 +129,7 @@ class VerifierConfig(BaseModel):
         config (and so a run's hash) of an nli sweep written before other verifiers existed is unchanged.
         """
         dumped: dict[str, Any] = handler(self)
-        if self.name == "nli" and self.model is not None:
+        if dumped.get("name") == "nli" and dumped.get("model") is not None:
             given = {k: v for k, v in dumped.items() if v is not None and k != "name"}
             return NliConfig.model_validate(given).model_dump() | {"name": "nli"}
         return dumped

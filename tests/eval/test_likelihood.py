@@ -129,10 +129,10 @@ def test_a_missing_malformed_or_foreign_card_is_a_one_line_error(tmp_path: Path)
 
 
 def test_the_packaged_card_is_fitted_for_the_bundled_generator_and_states_its_validity() -> None:
-    from eval.engine.bundled_models import smollm2_dir
+    from eval.engine.bundled_models import SMOLLM2_NAME
 
     packaged = load_card(None)
-    assert packaged.generator == Path(str(smollm2_dir())).name
+    assert packaged.generator == SMOLLM2_NAME  # the folder smollm2_dir() converts the bundled GGUF into
     assert set(packaged.models) == set(packaged.validity) == {"documentation", "encyclopedia"}
     assert all(v.split == "test" and v.n >= 100 for v in packaged.validity.values())
     assert all(m.cv_balanced_accuracy > 0.5 and m.tune_cases >= 200 for m in packaged.models.values())
@@ -250,8 +250,7 @@ def test_the_kind_model_a_card_scores_with_is_part_of_the_run_identity(tmp_path:
     path = tmp_path / "two.json"
     path.write_text(json.dumps(two))
     base = SweepConfig(index_path=Path("i"), questions_path=Path("q"), store_path=Path("s"))
-    with_card = base.model_copy(update={"verifier": {"name": "likelihood", "model": str(path)}})
-    with_card = SweepConfig.model_validate(with_card.model_dump())
+    with_card = SweepConfig.model_validate(base.model_dump() | {"verifier": {"name": "likelihood", "model": str(path)}})
 
     def shared(kind: str | None) -> dict[str, str]:
         config = with_card.model_copy(update={"corpus_kind": kind})

@@ -140,7 +140,9 @@ def test_flows_take_a_config_or_a_file_not_both(tmp_path: Path) -> None:
 
 
 def test_misspelled_component_in_a_typed_config_is_refused_before_anything_runs(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="unknown generator 'fak'; known: fake, fake-cpu, fake-dead, fake-stall, vllm"):
+    with pytest.raises(
+        ValueError, match="unknown generator 'fak'; known: fake, fake-cpu, fake-dead, fake-scoring, fake-stall, vllm"
+    ):
         SweepConfig(
             index_path=tmp_path,
             questions_path=tmp_path / "q.jsonl",

@@ -138,6 +138,7 @@ def test_run_refuses_a_bad_input_in_one_line_naming_file_and_field_before_anythi
     fields, text, said = CASES[case]
     if text:
         name = next(v for v in _flat(fields) if isinstance(v, str) and v.endswith((".yaml", ".jsonl")))
+        name = name.rsplit(":", 1)[-1]  # a card named as likelihood:FILE
         _write(tmp_path / name, text)
     project = _project(tmp_path, **fields)
     indexed: list[object] = []
