@@ -119,15 +119,7 @@ def faithfulness_validity(
             methods.setdefault(name, set()).add((entry or {}).get("method", "unknown"))
             if rule.advisory or rule.min_validity is None or refusal:
                 continue
-            figure = (entry or {}).get("balanced_accuracy")
-            if figure is None or figure < rule.min_validity:
-                method = (entry or {}).get("method", "its method")
-                kind = (entry or {}).get("corpus_kind") or "this corpus's"
-                shown = "has no measured validity" if figure is None else f"reads {figure:.2f}"
-                refusal = (
-                    f"{name} cannot decide: {method} {shown} on {kind} answers, under the policy's min_validity "
-                    f"{rule.min_validity:.2f} (docs/faithfulness.md; a verifier that meets it, or make it advisory)"
-                )
+            refusal = validity_refusal(name, rule.min_validity, entry)
     for name, found in methods.items():
         if len(found) > 1 and not named[name].advisory and not refusal:
             # A refitted card or another verifier moves the figure by itself: no difference of settings.
@@ -139,6 +131,22 @@ def faithfulness_validity(
         metrics = [m.model_copy(update={"advisory": True}) if m.name == refused_name else m for m in policy.metrics]
         policy = policy.model_copy(update={"metrics": metrics})
     return policy, refusal, notes
+
+
+def validity_refusal(name: str, bar: float, entry: Mapping[str, Any] | None) -> str | None:
+    """Why faithfulness metric `name` cannot decide under the bar `bar`, given its stored validity `entry` (a
+    run's `faithfulness_validity[name]`; None: a run that stored none); None when its figure meets the bar.
+    """
+    figure = (entry or {}).get("balanced_accuracy")
+    if figure is not None and figure >= bar:
+        return None
+    method = (entry or {}).get("method", "its method")
+    kind = (entry or {}).get("corpus_kind") or "this corpus's"
+    shown = "has no measured validity" if figure is None else f"reads {figure:.2f}"
+    return (
+        f"{name} cannot decide: {method} {shown} on {kind} answers, under the policy's min_validity {bar:.2f} "
+        "(docs/faithfulness.md; a verifier that meets it, or make it advisory)"
+    )
 
 
 def refused(decision: GateDecision, refusal: str | None) -> GateDecision:

@@ -15,6 +15,7 @@ from corpus.cluster import RayOptions
 from corpus.models import Question
 from corpus.retrieve import IndexIdentity
 from eval.gate import GatePolicy
+from eval.gate.run import validity_refusal
 from eval.run.identity import (
     code_sha256,
     file_sha256,
@@ -155,11 +156,7 @@ def faithfulness_bar(config: SweepConfig, policy: GatePolicy) -> str | None:
         entry = stored.get(rule.name)
         if entry is None:
             return f"{rule.name} decides, but no verifier fills it (set verifier: likelihood, or make it advisory)"
-        figure = entry["balanced_accuracy"]
-        if figure is None or figure < rule.min_validity:
-            shown = "has no measured validity" if figure is None else f"reads {figure:.2f}"
-            return (
-                f"{rule.name} cannot decide: {entry['method']} {shown} on {entry['corpus_kind']} answers, under its "
-                f"min_validity {rule.min_validity:.2f} (docs/faithfulness.md; a verifier that meets it, or advisory)"
-            )
+        refusal = validity_refusal(rule.name, rule.min_validity, entry)  # the gate's own check, before any work
+        if refusal:
+            return refusal
     return None

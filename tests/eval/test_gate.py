@@ -647,7 +647,7 @@ def test_an_nli_verifier_has_no_measured_validity_so_its_figure_cannot_decide() 
     policy = GatePolicy(metrics=[MetricRule(name="faithfulness_model", margin=0.05, min_validity=0.5)])
     assert faithfulness_bar(config, policy) == (
         "faithfulness_model cannot decide: nli:/models/minicheck has no measured validity on documentation answers, "
-        "under its min_validity 0.50 (docs/faithfulness.md; a verifier that meets it, or advisory)"
+        "under the policy's min_validity 0.50 (docs/faithfulness.md; a verifier that meets it, or make it advisory)"
     )
     advisory = GatePolicy(metrics=[MetricRule(name="faithfulness_model", margin=0.05, advisory=True)])
     assert faithfulness_bar(config, advisory) is None
