@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict
 from eval.gate.policy import LATENCY_COLUMNS_OF as LATENCY_COLUMNS_OF
 from eval.gate.policy import GatePolicy, LatencyRule
 from eval.gate.policy import latency_column as latency_column
-from eval.gate.statistics import aa_misses, geometric_ci
-from eval.store.load_figures import Drift, split_half_drift
+from eval.gate.statistics import aa_misses
+from eval.store.load_figures import Drift, geometric_t_interval, split_half_drift
 
 DRIFT_CONFIDENCE = 0.99
 """The confidence of the drift's interval (the check fires only when it is clear of 1 and past the tolerance)."""
@@ -80,8 +80,7 @@ def load_check(
     twins = [r for run in run_ids for r in store.slot_pairs(run, base_hash, 0, run, base_hash, 1, column).values()]
     aa = None
     if len(twins) >= 2:
-        settings = (policy.confidence, policy.resamples, policy.seed) if policy else (0.95, 10_000, 0)
-        ratio, low, high = geometric_ci(twins, *settings)
+        ratio, low, high = geometric_t_interval(twins, policy.confidence if policy else 0.95)
         aa = (ratio, low, high, len(twins))
     paired = sum(len(store.slot_pairs(run, base_hash, 0, run, cand_hash, 0, column)) for run in run_ids)
     return LoadCheck(

@@ -14,9 +14,8 @@ from eval.gate.decision import EXIT_CODES, GateDecision, Labels, decide
 from eval.gate.load_check import LoadCheck, latency_column, load_check
 from eval.gate.policy import GatePolicy, GateRequest, ShippedSetting
 from eval.gate.render import decision_json, markdown_report
-from eval.gate.statistics import geometric_ci
 from eval.store import DuckDBStore, RunMeta, SettingRef
-from eval.store.load_figures import latency_figures
+from eval.store.load_figures import geometric_t_interval, latency_figures
 from eval.store.rows import GateDecisionRow
 from eval.store.schema import baseline_key
 
@@ -183,7 +182,7 @@ def paired_latency(
     twins = store.slot_pairs(base.run_id, base.setting_hash, 0, base.run_id, base.setting_hash, 1, column)
     aa = None
     if len(twins) >= 2:
-        ratio, low, high = geometric_ci(list(twins.values()), policy.confidence, policy.resamples, policy.seed)
+        ratio, low, high = geometric_t_interval(list(twins.values()), policy.confidence)
         aa = (ratio, low, high, len(twins))
     return ratios, aa, []
 

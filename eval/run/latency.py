@@ -242,13 +242,13 @@ class NoiseFloor:
 
 
 def noise_floor(store: Any, run_id: str, baseline_hashes: Sequence[str], confidence: float = 0.95) -> NoiseFloor | None:
-    """The A/A ratio of a run with its bootstrap interval over probe questions (the gate's unit): per question,
+    """The A/A ratio of a run with its Student t interval over probe questions (the gate's unit): per question,
     the geometric mean of its baselines' twin ratios, then the geometric mean over questions. None when no
     baseline was measured twice.
     """
     import math
 
-    from eval.gate.statistics import geometric_ci
+    from eval.store.load_figures import geometric_t_interval
 
     per_question: dict[str, list[float]] = {}
     for h in baseline_hashes:
@@ -257,7 +257,7 @@ def noise_floor(store: Any, run_id: str, baseline_hashes: Sequence[str], confide
     ratios = [math.exp(sum(v) / len(v)) for v in per_question.values()]
     if len(ratios) < 2:
         return None
-    ratio, low, high = geometric_ci(ratios, confidence)
+    ratio, low, high = geometric_t_interval(ratios, confidence)
     return NoiseFloor(ratio, low, high, len(ratios))
 
 

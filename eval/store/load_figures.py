@@ -19,9 +19,30 @@ MIN_QUESTIONS = 3
 is 30 by default)."""
 
 
+def geometric_t_interval(ratios: Sequence[float], confidence: float) -> tuple[float, float, float]:
+    """The geometric mean of positive `ratios` and Student's t interval for it (on their logs, n - 1 degrees of
+    freedom): the interval of a check that withholds a verdict (the split-half drift, the A/A twins). Over a
+    few probe questions a percentile bootstrap is far too narrow: its means cannot pass the extreme values,
+    so over 4 questions no percentile interval covers more than 87.5 % of normal samples and a nominal 99 %
+    one covered 82 % (2,000 simulated samples), and a quiet machine read as a changed one (the fault row
+    noisy_neighbour, 1 run in 3). The t interval holds its level there, and nears the bootstrap's width by
+    about 30 questions.
+    """
+    from scipy.stats import t
+
+    logs = [math.log(r) for r in ratios]
+    n = len(logs)
+    mean = sum(logs) / n
+    if n < 2:
+        return math.exp(mean), 0.0, math.inf
+    spread = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1) / n)
+    half = float(t.ppf(1 - (1 - confidence) / 2, n - 1)) * spread
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
 class Drift(BaseModel):
     """The split-half drift of a pair's speed-up: the geometric mean over probe questions of (first-half ratio
-    / second-half ratio), with a percentile bootstrap interval over questions.
+    / second-half ratio), with Student's t interval over questions (`geometric_t_interval`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -43,9 +64,7 @@ class Drift(BaseModel):
         )
 
 
-def split_half_drift(
-    blocks: Sequence[tuple[str, str, int, float]], confidence: float = 0.95, resamples: int = 2000
-) -> Drift | None:
+def split_half_drift(blocks: Sequence[tuple[str, str, int, float]], confidence: float = 0.95) -> Drift | None:
     """The drift from time-ordered block ratios (session, question, repeat, ratio): each session's blocks
     (one measuring process, one clock) split into the first and the second half in time, per question the
     geometric mean ratio of each half; None when no question was measured in both halves (one block each).
@@ -53,13 +72,8 @@ def split_half_drift(
     diffs = _half_differences(blocks)
     if not diffs:
         return None
-    import numpy as np
-
-    values = np.array(diffs)
-    means = np.random.default_rng(0).choice(values, (resamples, len(values))).mean(axis=1)
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
-    return Drift(ratio=math.exp(values.mean()), low=math.exp(low), high=math.exp(high), n=len(diffs))
+    ratio, low, high = geometric_t_interval([math.exp(d) for d in diffs], confidence)
+    return Drift(ratio=ratio, low=low, high=high, n=len(diffs))
 
 
 def _half_differences(blocks: Sequence[tuple[str, str, int, float]]) -> list[float]:

@@ -18,10 +18,11 @@ from eval.gate.decision import Labels, decide
 from eval.gate.load_check import LoadCheck, latency_column, latency_reasons, load_check
 from eval.gate.policy import GatePolicy, GateRequest, LatencyRule
 from eval.gate.run import run_gate
+from eval.gate.statistics import aa_misses, geometric_ci
 from eval.run.load import LoadMeter
 from eval.run.sweep import run_sweep
 from eval.store import DuckDBStore
-from eval.store.load_figures import split_half_drift
+from eval.store.load_figures import geometric_t_interval, split_half_drift
 from eval.store.rows import LatencySlotRow
 from tests.fakes import ExtractingGenerator
 from tests.helpers import SweepSetup
@@ -118,6 +119,30 @@ def test_the_drift_check_needs_its_interval_clear_of_one_not_only_a_point_past_t
     together = [(s, q, r, x * (1.3 if r == 0 else 1.0)) for s, q, r, x in blocks if q not in ("q0",)]
     regime = split_half_drift([(s, q, r, 2.0 * (1.2 if r == 0 else 1.0)) for s, q, r, _ in together])
     assert regime is not None and regime.fires(0.1)  # every question moved 20 %: a change of regime
+
+
+def test_over_four_probe_questions_the_checks_that_withhold_a_verdict_hold_their_level() -> None:
+    """Four questions that moved unequally, all one way (log half-differences 0.07 to 0.33): a 99 % percentile
+    bootstrap cannot pass the extreme values, reads [1.09, 1.35] and fired on such a quiet run (the fault row
+    noisy_neighbour, 3 candidates in 16); Student's t spans 1. Every question moved 20 %: it still fires. An
+    A/A over four twins that a bootstrap reads as missing 1 by more than 5 % is not a miss under t either."""
+    import math
+
+    uneven = [0.07, 0.15, 0.20, 0.33]
+    blocks = [("r", f"q{i}", r, math.exp(d) if r == 0 else 1.0) for r in range(2) for i, d in enumerate(uneven)]
+    drift = split_half_drift(blocks, 0.99)
+    assert drift is not None and drift.n == 4 and drift.ratio > 1.1 and drift.low < 1.0 < drift.high, drift
+    assert not drift.fires(0.1)
+    moved = split_half_drift([("r", f"q{i}", r, 1.2 if r == 0 else 1.0) for r in range(2) for i in range(4)], 0.99)
+    assert moved is not None and moved.fires(0.1)
+    twins = [0.80, 0.86, 0.90, 0.97]
+    ratio, low, high = geometric_t_interval(twins, 0.95)
+    assert low < 0.95 < high and not aa_misses((ratio, low, high), 0.05)
+    boot = geometric_ci(twins, 0.95, 10_000, 0)
+    assert aa_misses(boot, 0.05), boot  # what the bootstrap said over the same four twins
+    many = [1.0 + 0.1 * ((i * 7) % 11 - 5) / 5 for i in range(40)]  # past 30 questions the two nearly agree
+    t_low, boot_low = geometric_t_interval(many, 0.95)[1], geometric_ci(many, 0.95, 10_000, 0)[1]
+    assert abs(math.log(t_low) - math.log(boot_low)) < 0.005, (t_low, boot_low)
 
 
 def test_each_session_is_split_on_its_own_clock() -> None:
