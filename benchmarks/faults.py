@@ -554,7 +554,7 @@ def noisy_neighbour(s: Suite) -> Row:
         cmd = f'{sys.executable} -c "while True: pass" >/dev/null 2>&1 & echo $!'
         return int(subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, check=True).stdout)
 
-    def verdicts(store: str, noisy: bool) -> tuple[dict[str, Any], list[str], float | None]:
+    def verdicts(store: str, noisy: bool) -> tuple[dict[str, Any], list[str], float | None, list[str]]:
         config = s.config(store, probe_questions=4).model_copy(update={"probe_repeats": 5})
         config = config.model_copy(update={"generator": config.generator.model_copy(update={"name": "fake-cpu"})})
         busy = [neighbour() for _ in range(2)] if noisy else []
@@ -581,13 +581,17 @@ def noisy_neighbour(s: Suite) -> Row:
         decisions = gate_each_compressed(DuckDBStore(config.store_path), result.run_id, policy_path)
         out = {d.candidate: (d.decision, d.latency.verdict if d.latency else None) for d in decisions}
         reasons = [r for d in decisions for r in d.reasons if "other processes used" in r]
-        return out, reasons, result.load.foreign_load if result.load else None
+        withheld = [f"{d.candidate}: {r}" for d in decisions if d.latency and d.latency.verdict != "pass"
+                    for r in d.reasons if r.startswith("e2e_cold_s")]  # fmt: skip
+        return out, reasons, result.load.foreign_load if result.load else None, withheld
 
-    quiet, quiet_reasons, quiet_load = verdicts("quiet.duckdb", noisy=False)
-    noisy, noisy_reasons, noisy_load = verdicts("noisy.duckdb", noisy=True)
+    quiet, quiet_reasons, quiet_load, quiet_withheld = verdicts("quiet.duckdb", noisy=False)
+    noisy, noisy_reasons, noisy_load, _ = verdicts("noisy.duckdb", noisy=True)
     decided = bool(quiet) and all(v[1] in ("pass", "fail") for v in quiet.values()) and not quiet_reasons
     refused = bool(noisy) and all(v[1] == "undecided" for v in noisy.values()) and len(noisy_reasons) == len(noisy)
     observed = f"quiet {quiet} (foreign load {quiet_load}); noisy {noisy} (foreign load {noisy_load})"
+    if not decided:  # why the quiet run withheld, in the row itself (a rerun would not say)
+        observed += f"; the quiet run's latency reasons: {quiet_withheld}"
     return (
         "a noisy neighbour switched on and off through a sweep",
         "quiet: latency decided; noisy: no latency verdict, the foreign load named",

@@ -43,7 +43,7 @@ class LoadCheck(BaseModel):
     speed-up (1.0: the halves agree; NULL: fewer than two blocks per question)."""
     drift_low: float | None = None
     drift_high: float | None = None
-    """The drift's bootstrap interval over probe questions (the check fires only when it is clear of 1)."""
+    """The drift's Student t interval over probe questions (the check fires only when it is clear of 1)."""
     drift_n: int = 0
     """Probe questions measured in both halves."""
     paired: int = 0

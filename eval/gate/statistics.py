@@ -193,8 +193,9 @@ def aa_misses(aa: tuple[float, float, float], tolerance: float) -> bool:
 def geometric_ci(
     ratios: Any, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
 ) -> tuple[float, float, float]:
-    """Geometric mean of per-question ratios and its percentile bootstrap interval over questions: the one
-    latency estimand of the fixed-n gate, the sequential gate's clipped log-ratios and the A/A twins.
+    """Geometric mean of per-question ratios and its percentile bootstrap interval over questions: the
+    deciding latency estimand of the fixed-n gate and the sequential gate's clipped log-ratios (the checks that
+    withhold a verdict read `geometric_t_interval`).
     """
     logs = np.log(np.asarray(ratios, dtype=float))
     if len(logs) == 0 or not np.all(np.isfinite(logs)):

@@ -97,6 +97,7 @@ FROM latency_slots a JOIN latency_slots b
   ON a.run_id = b.run_id AND a.session_id = b.session_id AND a.question_id = b.question_id AND a.repeat = b.repeat
 WHERE a.run_id = ? AND a.setting_hash = ? AND a.twin = ? AND b.setting_hash = ? AND b.twin = ?
   AND a.status = 'ok' AND b.status = 'ok' AND a.{column} > 0 AND b.{column} > 0
+  AND isfinite(a.{column}) AND isfinite(b.{column})
 GROUP BY a.question_id""",
             [run_a, hash_a, twin_a, hash_b, twin_b],
         )
@@ -137,6 +138,7 @@ FROM latency_slots a JOIN latency_slots b
   ON a.run_id = b.run_id AND a.session_id = b.session_id AND a.question_id = b.question_id AND a.repeat = b.repeat
 WHERE list_contains(?, a.run_id) AND a.setting_hash = ? AND a.twin = 0 AND b.setting_hash = ? AND b.twin = 0
   AND a.status = 'ok' AND b.status = 'ok' AND a.{column} > 0 AND b.{column} > 0
+  AND isfinite(a.{column}) AND isfinite(b.{column})
 ORDER BY block_at, a.question_id""",
             [list(run_ids), hash_a, hash_b],
         )

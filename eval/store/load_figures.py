@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from corpus.errors import CribsheetError
 from eval.store.schema import baseline_key
 
 MIN_QUESTIONS = 3
@@ -26,15 +27,15 @@ def geometric_t_interval(ratios: Sequence[float], confidence: float) -> tuple[fl
     so over 4 questions no percentile interval covers more than 87.5 % of normal samples and a nominal 99 %
     one covered 82 % (2,000 simulated samples), and a quiet machine read as a changed one (the fault row
     noisy_neighbour, 1 run in 3). The t interval holds its level there, and nears the bootstrap's width by
-    about 30 questions.
+    about 30 questions. Needs two ratios or more, each positive and finite (a one-line error otherwise).
     """
     from scipy.stats import t
 
+    if len(ratios) < 2 or not all(math.isfinite(r) and r > 0 for r in ratios):
+        raise CribsheetError(f"an interval of a geometric mean needs 2 or more positive, finite ratios; got {ratios!r}")
     logs = [math.log(r) for r in ratios]
     n = len(logs)
     mean = sum(logs) / n
-    if n < 2:
-        return math.exp(mean), 0.0, math.inf
     spread = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1) / n)
     half = float(t.ppf(1 - (1 - confidence) / 2, n - 1)) * spread
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
@@ -54,8 +55,8 @@ class Drift(BaseModel):
     """Probe questions measured in both halves."""
 
     def fires(self, tolerance: float) -> bool:
-        """Beyond 1 +/- `tolerance` and its interval clear of 1, over at least `MIN_QUESTIONS` questions (a
-        bootstrap over two cannot tell a regime from noise): a change of regime, not sampling noise.
+        """Beyond 1 +/- `tolerance` and its interval clear of 1, over at least `MIN_QUESTIONS` questions (an
+        interval over two cannot tell a regime from noise): a change of regime, not sampling noise.
         """
         return (
             self.n >= MIN_QUESTIONS
@@ -72,6 +73,8 @@ def split_half_drift(blocks: Sequence[tuple[str, str, int, float]], confidence: 
     diffs = _half_differences(blocks)
     if not diffs:
         return None
+    if len(diffs) == 1:  # no spread to read: the interval is the point, and it never fires (MIN_QUESTIONS)
+        return Drift(ratio=math.exp(diffs[0]), low=math.exp(diffs[0]), high=math.exp(diffs[0]), n=1)
     ratio, low, high = geometric_t_interval([math.exp(d) for d in diffs], confidence)
     return Drift(ratio=ratio, low=low, high=high, n=len(diffs))
 

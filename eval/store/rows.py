@@ -116,9 +116,10 @@ class RunRow(Row):
     timed in the same blocks (1.0: the machine was steady; NULL: no baseline was probed)."""
     aa_ci_low: float | None = None
     aa_ci_high: float | None = None
-    """Bootstrap confidence interval of `aa_ratio` (over probe questions, the gate's confidence)."""
+    """The 95 % Student t interval of `aa_ratio` over probe questions (a percentile bootstrap in runs written
+    before the load check's intervals changed, 2026-12-06)."""
     aa_n: int | None = None
-    """Probe questions behind the A/A figure (each question's baselines averaged first: the bootstrap unit)."""
+    """Probe questions behind the A/A figure (each question's baselines averaged first: the interval's unit)."""
     foreign_load: float | None = None
     """Latency phase: share of the machine's cores that other processes used while its slots were timed
     (their CPU seconds over the slots' seconds times the cores; NULL: no latency phase)."""

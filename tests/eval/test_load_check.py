@@ -4,6 +4,8 @@ slots counted; the A/A twins cannot see any of these (review 2026-12-06 #3, #6, 
 from __future__ import annotations
 
 import datetime as dt
+import math
+import statistics
 import subprocess
 import sys
 import time
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import scipy.stats
 
 from corpus.errors import CribsheetError
 from eval.engine.generator import Probe
@@ -18,7 +21,7 @@ from eval.gate.decision import Labels, decide
 from eval.gate.load_check import LoadCheck, latency_column, latency_reasons, load_check
 from eval.gate.policy import GatePolicy, GateRequest, LatencyRule
 from eval.gate.run import run_gate
-from eval.gate.statistics import aa_misses, geometric_ci
+from eval.gate.statistics import aa_misses
 from eval.run.load import LoadMeter
 from eval.run.sweep import run_sweep
 from eval.store import DuckDBStore
@@ -75,9 +78,25 @@ def test_a_neighbour_arriving_half_way_fires_the_drift_check_and_the_gate_gives_
 
 
 def test_a_steady_engine_leaves_the_drift_check_silent(setup: SweepSetup) -> None:
-    _, decision = _pair(setup, NeighbourGenerator(switch_after=10**9), "quiet.duckdb")
+    result, decision = _pair(setup, NeighbourGenerator(switch_after=10**9), "quiet.duckdb")
     assert decision.latency is not None and decision.latency.verdict == "pass", decision.reasons
     assert decision.latency.drift == pytest.approx(1.0, abs=0.05)
+    # The gate's A/A and the run row's are Student t intervals over the stored twins (one rule, G155).
+    store = DuckDBStore(result.store_path)
+    run = result.run_id
+    twins = {r["setting_name"]: r["setting_hash"] for r in store.query(
+        "SELECT DISTINCT setting_name, setting_hash FROM latency_slots WHERE twin = 1")}  # fmt: skip
+    base = twins[decision.baseline]
+    gate_twins = list(store.slot_pairs(run, base, 0, run, base, 1).values())
+    _, low, high = geometric_t_interval(gate_twins, 0.95)
+    assert (decision.latency.aa_ci_low, decision.latency.aa_ci_high) == pytest.approx((low, high))
+    per_question: dict[str, list[float]] = {}
+    for h in twins.values():
+        for q, r in store.slot_pairs(run, h, 0, run, h, 1).items():
+            per_question.setdefault(q, []).append(math.log(r))
+    _, low, high = geometric_t_interval([math.exp(sum(v) / len(v)) for v in per_question.values()], 0.95)
+    row = store.query("SELECT aa_ci_low, aa_ci_high FROM runs")[0]
+    assert (row["aa_ci_low"], row["aa_ci_high"]) == pytest.approx((low, high))
 
 
 def test_foreign_load_over_the_policys_limit_gives_no_latency_verdict(
@@ -98,7 +117,7 @@ def test_split_half_drift_pairs_each_question_with_itself() -> None:
     moved = [("r", "q1", 0, 4.0), ("r", "q2", 0, 2.0), ("r", "q1", 1, 2.0), ("r", "q2", 1, 1.0)]
     drift = split_half_drift(moved)
     assert drift is not None and drift.ratio == pytest.approx(2.0)
-    assert not drift.fires(0.1)  # two questions: shown, never fired (a bootstrap over two proves nothing)
+    assert not drift.fires(0.1)  # two questions: shown, never fired (an interval over two proves nothing)
     three = [*moved[:2], ("r", "q3", 0, 2.0), *moved[2:], ("r", "q3", 1, 1.0)]
     drift = split_half_drift(three)
     assert drift is not None and drift.n == 3 and drift.fires(0.1)
@@ -126,8 +145,6 @@ def test_over_four_probe_questions_the_checks_that_withhold_a_verdict_hold_their
     bootstrap cannot pass the extreme values, reads [1.09, 1.35] and fired on such a quiet run (the fault row
     noisy_neighbour, 3 candidates in 16); Student's t spans 1. Every question moved 20 %: it still fires. An
     A/A over four twins that a bootstrap reads as missing 1 by more than 5 % is not a miss under t either."""
-    import math
-
     uneven = [0.07, 0.15, 0.20, 0.33]
     blocks = [("r", f"q{i}", r, math.exp(d) if r == 0 else 1.0) for r in range(2) for i, d in enumerate(uneven)]
     drift = split_half_drift(blocks, 0.99)
@@ -135,14 +152,17 @@ def test_over_four_probe_questions_the_checks_that_withhold_a_verdict_hold_their
     assert not drift.fires(0.1)
     moved = split_half_drift([("r", f"q{i}", r, 1.2 if r == 0 else 1.0) for r in range(2) for i in range(4)], 0.99)
     assert moved is not None and moved.fires(0.1)
+    # The A/A over four twins: the percentile bootstrap read [0.82, 0.94], a miss; Student's t does not.
     twins = [0.80, 0.86, 0.90, 0.97]
     ratio, low, high = geometric_t_interval(twins, 0.95)
     assert low < 0.95 < high and not aa_misses((ratio, low, high), 0.05)
-    boot = geometric_ci(twins, 0.95, 10_000, 0)
-    assert aa_misses(boot, 0.05), boot  # what the bootstrap said over the same four twins
-    many = [1.0 + 0.1 * ((i * 7) % 11 - 5) / 5 for i in range(40)]  # past 30 questions the two nearly agree
-    t_low, boot_low = geometric_t_interval(many, 0.95)[1], geometric_ci(many, 0.95, 10_000, 0)[1]
-    assert abs(math.log(t_low) - math.log(boot_low)) < 0.005, (t_low, boot_low)
+    logs = [math.log(x) for x in twins]  # pinned: n - 1 degrees of freedom, two-sided, the standard error
+    mean, sem = sum(logs) / 4, statistics.stdev(logs) / 2
+    expected = scipy.stats.t.interval(0.95, 3, loc=mean, scale=sem)
+    assert (math.log(low), math.log(high)) == pytest.approx(expected, rel=1e-9)
+    for bad in ([1.2], [1.2, 0.0], [1.2, math.nan], [1.2, math.inf]):
+        with pytest.raises(CribsheetError, match="positive, finite ratios"):
+            geometric_t_interval(bad, 0.95)
 
 
 def test_each_session_is_split_on_its_own_clock() -> None:
