@@ -45,6 +45,9 @@ SETS = {  # name -> (file, corpus kind, splits)
 }
 CACHE = DATA / "likelihood_features.json"
 CARD = Path(__file__).resolve().parent.parent / "eval" / "faithfulness" / "cards" / "likelihood-smollm2-135m.json"
+EMBEDDER = "minilm-l6-v2"
+"""The rule checker's embedder here (the sweep's default): the card and validity.json record it, and a run
+with another embedder gets no validity figure from them."""
 LIKELIHOOD = ["lp_mean", "lp_p10", "lp_min", "lq_mean", "pmi_mean", "pmi_p10", "pmi_min", "pmi_neg", "log_tokens"]
 _CUT_TOKENS = 47
 
@@ -106,7 +109,7 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from benchmarks.faithfulness_validation import SHARES, overlap_verdicts
-    from corpus.embed import SentenceTransformerEmbedder
+    from corpus.embed import build_embedder
     from eval.engine.bundled_models import smollm2_dir
     from eval.faithfulness.checker import ClaimChecker
     from eval.faithfulness.likelihood import TokenLogprobs, span_features
@@ -115,7 +118,7 @@ def main() -> None:
     generator_name = Path(str(smollm2_dir())).name
     tokenizer = AutoTokenizer.from_pretrained(str(smollm2_dir()))
     cases = load_cases()
-    checker = ClaimChecker(SentenceTransformerEmbedder())
+    checker = ClaimChecker(build_embedder(EMBEDDER))
     cut = [len(tokenizer.encode(c["answer"], add_special_tokens=False)) >= _CUT_TOKENS for c in cases]
     start = time.perf_counter()
     results = checker.check_many([(c["answer"], c["context"] or "", c["question"]) for c in cases], cut)
@@ -292,10 +295,16 @@ def main() -> None:
                 "split": "test",
                 "sets": sets,
             }
-        card = {"method": "likelihood", "generator": generator_name, "models": models, "default_kind": "documentation"}
+        card = {
+            "method": "likelihood",
+            "generator": generator_name,
+            "models": models,
+            "default_kind": "documentation",
+            "embedder": EMBEDDER,
+        }
         CARD.parent.mkdir(parents=True, exist_ok=True)
         CARD.write_text(json.dumps(card, indent=1) + "\n")
-        (CARD.parent / "validity.json").write_text(json.dumps({"rules": rules}, indent=1) + "\n")
+        (CARD.parent / "validity.json").write_text(json.dumps({"embedder": EMBEDDER, "rules": rules}, indent=1) + "\n")
         print(f"wrote {CARD} and validity.json ({datetime.now(UTC):%Y-%m-%d})", file=sys.stderr)
     print(json.dumps({"table": table, "cv": cv_line, "chosen": {k: m["variant"] for k, m in fitted.items()}}))
 

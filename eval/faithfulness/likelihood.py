@@ -120,6 +120,10 @@ class LikelihoodCard(BaseModel):
     """Corpus kind (documentation, encyclopedia) -> its model."""
     default_kind: str = "documentation"
     """The model used where the run's corpus kind is not known or has none."""
+    embedder: str | None = None
+    """The embedder (registry name) the rule checker used when the models were fitted: the `rules` feature is
+    its verdicts, so a model with that feature has its validity only for runs with this embedder (None: not
+    recorded)."""
 
     def model(self, kind: str | None) -> tuple[str, KindModel]:
         """The kind whose model applies to a corpus of `kind`, and that model."""

@@ -22,17 +22,40 @@ KINDS = ("documentation", "encyclopedia")
 FAITHFULNESS_METRICS = ("faithfulness", "faithfulness_model")
 
 
+def _packaged() -> dict[str, Any]:
+    return dict(json.loads(resources.files("eval.faithfulness").joinpath("cards", "validity.json").read_text()))
+
+
 def rules_validity() -> dict[str, Validity]:
     """The rule checker's packaged figures per corpus kind."""
-    text = resources.files("eval.faithfulness").joinpath("cards", "validity.json").read_text()
-    return {k: Validity.model_validate(v) for k, v in json.loads(text).get("rules", {}).items()}
+    return {k: Validity.model_validate(v) for k, v in _packaged().get("rules", {}).items()}
 
 
-def validity_of(metric: str, verifier: dict[str, Any] | None, kind: str | None) -> tuple[str, Validity | None]:
+def rules_embedder() -> str | None:
+    """The embedder (registry name) the rule checker's packaged figures were measured with."""
+    name = _packaged().get("embedder")
+    return str(name) if name else None
+
+
+def _other_embedder(measured: str | None, embedder: str | None) -> str | None:
+    """The method-name suffix when the run's embedder is not the one a figure was measured with, else None."""
+    if measured is None or embedder is None or embedder == measured:
+        return None
+    return f"with embedder {embedder}; its figures are for {measured}"
+
+
+def validity_of(
+    metric: str, verifier: dict[str, Any] | None, kind: str | None, embedder: str | None = None
+) -> tuple[str, Validity | None]:
     """The method behind `metric` in a run with the stored `verifier` config, and its validity figure for the
-    corpus `kind` (None: not measured for that kind, no kind known, or no verifier ran).
+    corpus `kind` (None: not measured for that kind, no kind known, or no verifier ran). `embedder`: the run's
+    (its registry name); the rule checker's verdicts depend on it, so a figure measured with another embedder
+    is not this run's (None: not checked).
     """
     if metric == "faithfulness":
+        other = _other_embedder(rules_embedder(), embedder)
+        if other:
+            return f"rule checker ({other})", None
         return "rule checker", rules_validity().get(kind or "")
     if not verifier:
         return "no verifier ran", None
@@ -44,14 +67,17 @@ def validity_of(metric: str, verifier: dict[str, Any] | None, kind: str | None) 
         threshold = verifier.get("threshold")
         if threshold is not None and threshold != model.threshold:  # its figures hold at the card's threshold only
             return f"{name} at threshold {threshold} (not the card's)", None
+        other = _other_embedder(card.embedder, embedder) if "rules" in model.features else None
+        if other:  # its `rules` feature is the rule checker's verdicts, which the embedder moves
+            return f"{name} ({other})", None
         # A kind's figure is of its own model on its own answers: another kind's model has none here.
         return name, model.validity if used == kind else None
     return f"{name}:{verifier.get('model')}", None
 
 
-def validity_line(metric: str, verifier: dict[str, Any] | None, kind: str | None) -> str:
+def validity_line(metric: str, verifier: dict[str, Any] | None, kind: str | None, embedder: str | None = None) -> str:
     """One line for people: the method and how far to trust it on this corpus kind."""
-    method, figure = validity_of(metric, verifier, kind)
+    method, figure = validity_of(metric, verifier, kind, embedder)
     if figure is None:
         where = f"on {kind} answers" if kind else "(the corpus kind is not known)"
         return f"{metric}: {method}, no measured validity {where}"

@@ -102,14 +102,14 @@ def faithfulness_validity(config: SweepConfig) -> dict[str, dict[str, Any]]:
     verifier = config.verifier.model_dump(exclude_none=True) if config.verifier else None
     out: dict[str, dict[str, Any]] = {}
     for metric in ("faithfulness", "faithfulness_model") if verifier else ("faithfulness",):
-        method, figure = validity_of(metric, verifier, config.corpus_kind)
+        method, figure = validity_of(metric, verifier, config.corpus_kind, config.embedder)
         out[metric] = {
             "method": method,
             "corpus_kind": config.corpus_kind,
             "balanced_accuracy": figure.balanced_accuracy if figure else None,
             "auroc": figure.auroc if figure else None,
             "n": figure.n if figure else None,
-            "line": validity_line(metric, verifier, config.corpus_kind),
+            "line": validity_line(metric, verifier, config.corpus_kind, config.embedder),
         }
     return out
 

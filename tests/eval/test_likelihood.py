@@ -165,7 +165,9 @@ def test_a_sweep_with_the_likelihood_verifier_stores_verdicts_features_method_co
     assert (
         f"faithful (model): likelihood card {digest[:12]} (documentation model), balanced accuracy 0.74" in proc.stdout
     )
-    assert "faithful: rule checker, balanced accuracy" in proc.stdout
+    # The rule checker's figures were measured with the bundled embedder, not this run's hash fake.
+    unmeasured = "rule checker (with embedder hash; its figures are for minilm-l6-v2), no measured validity"
+    assert f"faithful: {unmeasured} on documentation answers" in proc.stdout
     con = duckdb.connect(str(store), read_only=True)
     rows = con.execute(
         "SELECT faithfulness_model, faithfulness_method, faithfulness_model_s, n_claims FROM samples"
@@ -201,7 +203,7 @@ def test_a_sweep_with_the_likelihood_verifier_stores_verdicts_features_method_co
     assert proc.returncode == 0, proc.stderr[-2000:]
     written = "".join(p.read_text() for p in (tmp_path / "report").glob("*.md"))
     assert f"faithfulness_model: likelihood card {digest[:12]} (documentation model), balanced accuracy 0.74" in written
-    assert "faithfulness: rule checker, balanced accuracy" in written
+    assert f"faithfulness: {unmeasured}" in written
     page = (tmp_path / "report" / "report.html").read_text()
     assert f"faithfulness_model: likelihood card {digest[:12]} (documentation model), balanced accuracy 0.74" in page
 
@@ -237,6 +239,34 @@ def test_a_threshold_other_than_the_cards_has_no_validity_figure(tmp_path: Path)
     moved = {"name": "likelihood", "model": path, "threshold": 0.3}
     method, figure = validity_of("faithfulness_model", moved, "documentation")
     assert figure is None and method.endswith("(documentation model) at threshold 0.3 (not the card's)")
+
+
+def test_a_figure_measured_with_another_embedder_is_not_this_runs() -> None:
+    """The rule checker's verdicts (and a card's `rules` feature, which is them) move with the embedder: a run
+    with another embedder gets no validity figure from the packaged ones, and so cannot decide on them."""
+    from eval.faithfulness.validity import rules_embedder, validity_of
+
+    assert rules_embedder() == load_card(None).embedder == "minilm-l6-v2"  # the sweep's default embedder
+    method, figure = validity_of("faithfulness", None, "documentation", "minilm-l6-v2")
+    assert method == "rule checker" and figure is not None and figure.balanced_accuracy > 0.5
+    method, figure = validity_of("faithfulness", None, "documentation", "sentence-transformers:/models/bge")
+    assert figure is None
+    assert method == "rule checker (with embedder sentence-transformers:/models/bge; its figures are for minilm-l6-v2)"
+    packaged = {"name": "likelihood"}  # both kind models use the `rules` feature
+    assert all("rules" in m.features for m in load_card(None).models.values())
+    assert validity_of("faithfulness_model", packaged, "documentation", "minilm-l6-v2")[1] is not None
+    method, figure = validity_of("faithfulness_model", packaged, "documentation", "hash")
+    assert figure is None
+    assert method.endswith("(documentation model) (with embedder hash; its figures are for minilm-l6-v2)")
+
+
+def test_a_card_without_the_rules_feature_keeps_its_figure_under_any_embedder(tmp_path: Path) -> None:
+    from eval.faithfulness.validity import validity_of
+
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(json.loads(card(tmp_path).read_text()) | {"embedder": "minilm-l6-v2"}))
+    figure = validity_of("faithfulness_model", {"name": "likelihood", "model": str(path)}, "documentation", "hash")[1]
+    assert figure is not None and figure.balanced_accuracy == 0.74  # pmi_mean alone: no embedder in its features
 
 
 def test_the_kind_model_a_card_scores_with_is_part_of_the_run_identity(tmp_path: Path) -> None:

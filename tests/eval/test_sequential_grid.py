@@ -210,6 +210,6 @@ def test_a_faithfulness_metric_whose_method_misses_its_validity_bar_refuses_the_
     )
     req = _request(setup, tmp_path, policy)
     req = req.model_copy(update={"sweep": req.sweep.model_copy(update={"corpus_kind": "documentation"})})
-    with pytest.raises(CribsheetError, match="faithfulness cannot decide: rule checker reads 0.* min_validity 0.99"):
+    with pytest.raises(CribsheetError, match="faithfulness cannot decide: rule checker .* min_validity 0.99"):
         run_sequential_grid(req, components(ExtractingGenerator()))
     assert not (tmp_path / "g.duckdb").exists()  # refused before the first batch wrote anything
