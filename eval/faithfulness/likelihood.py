@@ -136,8 +136,11 @@ class LikelihoodCard(BaseModel):
         return {k: m.validity for k, m in self.models.items() if m.validity is not None}
 
     def digest(self) -> str:
-        """sha256 of the card's canonical JSON: what the run identity stores."""
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+        """sha256 of the card's canonical JSON, its `embedder` left out: what the run identity stores (the
+        fitted models; the embedder is checked against the run's, whose config hash holds it).
+        """
+        fitted = self.model_dump(mode="json", exclude={"embedder"})
+        return hashlib.sha256(json.dumps(fitted, sort_keys=True).encode()).hexdigest()
 
 
 def load_card(path: str | None) -> LikelihoodCard:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
+from corpus.errors import CribsheetError
 from eval.faithfulness.likelihood import Validity, load_card
 
 KINDS = ("documentation", "encyclopedia")
@@ -37,20 +39,41 @@ def rules_embedder() -> str | None:
     return str(name) if name else None
 
 
-def _other_embedder(measured: str | None, embedder: str | None) -> str | None:
-    """The method-name suffix when the run's embedder is not the one a figure was measured with, else None."""
-    if measured is None or embedder is None or embedder == measured:
+def embedder_model(name: str) -> str:
+    """What an embedder's registry name loads: the resolved model folder of a sentence-transformers embedder
+    (`minilm-l6-v2`, `sentence-transformers` and `sentence-transformers:<the bundled folder>` are one model),
+    else the name itself (another registered embedder, or one not registered here).
+    """
+    from corpus.embed import EMBEDDERS, bundled_minilm_path
+
+    try:
+        config = EMBEDDERS.spec(name).config
+    except CribsheetError:  # not registered in this process: only its name can be compared
+        return name
+    if "model" not in config:
+        return name
+    model = config["model"] or str(bundled_minilm_path())
+    return str(Path(model).expanduser().resolve()) if Path(model).expanduser().exists() else str(model)
+
+
+def _other_embedder(measured: str | None, embedder: str) -> str | None:
+    """The method-name suffix when the run's embedder is not the one a figure was measured with (or the figure
+    does not record one), else None.
+    """
+    if measured is None:
+        return f"with embedder {embedder}; its figures record no embedder"
+    if embedder == measured or embedder_model(embedder) == embedder_model(measured):
         return None
     return f"with embedder {embedder}; its figures are for {measured}"
 
 
 def validity_of(
-    metric: str, verifier: dict[str, Any] | None, kind: str | None, embedder: str | None = None
+    metric: str, verifier: dict[str, Any] | None, kind: str | None, embedder: str
 ) -> tuple[str, Validity | None]:
     """The method behind `metric` in a run with the stored `verifier` config, and its validity figure for the
-    corpus `kind` (None: not measured for that kind, no kind known, or no verifier ran). `embedder`: the run's
-    (its registry name); the rule checker's verdicts depend on it, so a figure measured with another embedder
-    is not this run's (None: not checked).
+    corpus `kind` (None: not measured for that kind, no kind known, no verifier ran, or measured with another
+    embedder than the run's `embedder`, its registry name: the rule checker's verdicts depend on it, and so
+    does a card's `rules` feature).
     """
     if metric == "faithfulness":
         other = _other_embedder(rules_embedder(), embedder)
@@ -75,7 +98,7 @@ def validity_of(
     return f"{name}:{verifier.get('model')}", None
 
 
-def validity_line(metric: str, verifier: dict[str, Any] | None, kind: str | None, embedder: str | None = None) -> str:
+def validity_line(metric: str, verifier: dict[str, Any] | None, kind: str | None, embedder: str) -> str:
     """One line for people: the method and how far to trust it on this corpus kind."""
     method, figure = validity_of(metric, verifier, kind, embedder)
     if figure is None:

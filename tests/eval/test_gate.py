@@ -631,6 +631,27 @@ def test_the_watch_honours_the_validity_bar_and_refuses_a_figure_two_methods_mea
     assert d.reasons[-1].startswith("faithfulness cannot decide")
 
 
+def test_the_rule_checkers_figure_under_the_bar_refuses_and_over_it_decides_with_the_bundled_embedder() -> None:
+    """`run`'s pre-flight on a sweep with the bundled embedder: the rule checker's packaged documentation figure
+    (0.63) is read against the bar; another embedder has none (G156)."""
+    from eval.run.provenance import faithfulness_bar
+    from eval.settings import SweepConfig
+
+    config = SweepConfig(
+        index_path=Path("i"), questions_path=Path("q"), store_path=Path("s"), corpus_kind="documentation"
+    )
+    assert config.embedder == "minilm-l6-v2"
+    strict = GatePolicy(metrics=[MetricRule(name="faithfulness", margin=0.05, min_validity=0.7)])
+    assert faithfulness_bar(config, strict) == (
+        "faithfulness cannot decide: rule checker reads 0.63 on documentation answers, under the policy's "
+        "min_validity 0.70 (docs/faithfulness.md; a verifier that meets it, or make it advisory)"
+    )
+    assert (
+        faithfulness_bar(config, GatePolicy(metrics=[MetricRule(name="faithfulness", margin=0.05, min_validity=0.6)]))
+        is None
+    )
+
+
 def test_an_nli_verifier_has_no_measured_validity_so_its_figure_cannot_decide() -> None:
     """What a sweep with `--verifier nli:MODEL` stores, read back by the bar: nobody here measured an NLI model,
     so a deciding faithfulness_model metric is refused before any work (and the gate would refuse it too)."""

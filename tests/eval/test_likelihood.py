@@ -233,15 +233,15 @@ def test_a_threshold_other_than_the_cards_has_no_validity_figure(tmp_path: Path)
     from eval.faithfulness.validity import validity_of
 
     path = str(card(tmp_path))
-    method, figure = validity_of("faithfulness_model", {"name": "likelihood", "model": path}, "documentation")
+    method, figure = validity_of("faithfulness_model", {"name": "likelihood", "model": path}, "documentation", "hash")
     assert figure is not None and figure.balanced_accuracy == 0.74 and method.startswith("likelihood card ")
-    assert validity_of("faithfulness_model", {"name": "likelihood", "model": path}, "encyclopedia")[1] is None
+    assert validity_of("faithfulness_model", {"name": "likelihood", "model": path}, "encyclopedia", "hash")[1] is None
     moved = {"name": "likelihood", "model": path, "threshold": 0.3}
-    method, figure = validity_of("faithfulness_model", moved, "documentation")
+    method, figure = validity_of("faithfulness_model", moved, "documentation", "hash")
     assert figure is None and method.endswith("(documentation model) at threshold 0.3 (not the card's)")
 
 
-def test_a_figure_measured_with_another_embedder_is_not_this_runs() -> None:
+def test_a_figure_measured_with_another_embedder_is_not_this_runs(tmp_path: Path) -> None:
     """The rule checker's verdicts (and a card's `rules` feature, which is them) move with the embedder: a run
     with another embedder gets no validity figure from the packaged ones, and so cannot decide on them."""
     from eval.faithfulness.validity import rules_embedder, validity_of
@@ -249,15 +249,29 @@ def test_a_figure_measured_with_another_embedder_is_not_this_runs() -> None:
     assert rules_embedder() == load_card(None).embedder == "minilm-l6-v2"  # the sweep's default embedder
     method, figure = validity_of("faithfulness", None, "documentation", "minilm-l6-v2")
     assert method == "rule checker" and figure is not None and figure.balanced_accuracy > 0.5
+    figure_of_rules = figure
     method, figure = validity_of("faithfulness", None, "documentation", "sentence-transformers:/models/bge")
     assert figure is None
     assert method == "rule checker (with embedder sentence-transformers:/models/bge; its figures are for minilm-l6-v2)"
+    # The same model under another name is the same embedder.
+    from corpus.embed import bundled_minilm_path
+
+    for same in ("sentence-transformers", f"sentence-transformers:{bundled_minilm_path()}"):
+        assert validity_of("faithfulness", None, "documentation", same) == ("rule checker", figure_of_rules)
     packaged = {"name": "likelihood"}  # both kind models use the `rules` feature
     assert all("rules" in m.features for m in load_card(None).models.values())
     assert validity_of("faithfulness_model", packaged, "documentation", "minilm-l6-v2")[1] is not None
     method, figure = validity_of("faithfulness_model", packaged, "documentation", "hash")
     assert figure is None
     assert method.endswith("(documentation model) (with embedder hash; its figures are for minilm-l6-v2)")
+    # A card whose `rules` model records no embedder has no figure: nobody knows what its checker read.
+    unrecorded = load_card(None).model_copy(update={"embedder": None})
+    assert unrecorded.digest() == load_card(None).digest()  # the digest is the fitted models'
+    path = tmp_path / "unrecorded.json"
+    path.write_text(unrecorded.model_dump_json())
+    method, figure = validity_of("faithfulness_model", {"name": "likelihood", "model": str(path)}, "documentation",
+                                 "minilm-l6-v2")  # fmt: skip
+    assert figure is None and method.endswith("(with embedder minilm-l6-v2; its figures record no embedder)")
 
 
 def test_a_card_without_the_rules_feature_keeps_its_figure_under_any_embedder(tmp_path: Path) -> None:

@@ -210,6 +210,10 @@ def test_a_faithfulness_metric_whose_method_misses_its_validity_bar_refuses_the_
     )
     req = _request(setup, tmp_path, policy)
     req = req.model_copy(update={"sweep": req.sweep.model_copy(update={"corpus_kind": "documentation"})})
-    with pytest.raises(CribsheetError, match="faithfulness cannot decide: rule checker .* min_validity 0.99"):
+    refusal = (
+        r"faithfulness cannot decide: rule checker \(with embedder hash; its figures are for minilm-l6-v2\) has no "
+        r"measured validity on documentation answers, under the policy's min_validity 0.99"
+    )
+    with pytest.raises(CribsheetError, match=refusal):
         run_sequential_grid(req, components(ExtractingGenerator()))
     assert not (tmp_path / "g.duckdb").exists()  # refused before the first batch wrote anything
