@@ -248,6 +248,25 @@ def test_an_unbounded_policy_metric_is_refused_before_anything_is_swept(setup: S
     assert not req.sweep.store_path.exists()  # nothing swept, nothing stored
 
 
+def test_a_faithfulness_metric_under_its_validity_bar_is_refused_before_anything_is_swept(
+    setup: SweepSetup, tmp_path: Path
+) -> None:
+    """The single sequential gate checks the bar as the grid does (G149): the hash embedder's run has no
+    measured validity for the rule checker, so a deciding faithfulness metric cannot decide, and nothing runs."""
+    from corpus.errors import CribsheetError
+
+    req = request(setup, tmp_path, tmp_path / "r.duckdb")
+    req.policy_path.write_text(
+        POLICY.replace(
+            "  - {name: answer_contains, margin: 0.02}\n",
+            "  - {name: answer_contains, margin: 0.02}\n  - {name: faithfulness, margin: 0.05, min_validity: 0.7}\n",
+        )
+    )
+    with pytest.raises(CribsheetError, match=rf"policy {req.policy_path}: faithfulness cannot decide: rule checker"):
+        run_sequential_gate(req)
+    assert not req.sweep.store_path.exists()  # nothing swept, nothing stored
+
+
 def test_a_deciding_metric_without_values_leaves_the_gate_undecided_at_its_budget_and_says_why(
     setup: SweepSetup, tmp_path: Path
 ) -> None:
