@@ -65,6 +65,14 @@ class LoadCheck(BaseModel):
         return Drift(ratio=self.drift, low=self.drift_low, high=self.drift_high, n=self.drift_n)
 
 
+def aa_figure(twins: Sequence[float], confidence: float) -> tuple[float, float, float, int] | None:
+    """The A/A twins' figure (ratio, low, high, n) from their per-question ratios; None under two."""
+    if len(twins) < 2:
+        return None
+    ratio, low, high = geometric_t_interval(twins, confidence)
+    return ratio, low, high, len(twins)
+
+
 def load_check(
     store: Any, run_ids: Sequence[str], base_hash: str, cand_hash: str, column: str, policy: GatePolicy | None = None
 ) -> LoadCheck:
@@ -78,10 +86,7 @@ def load_check(
     failed_b, lost_b = store.failed_slots(run_ids, base_hash)
     failed_c, lost_c = store.failed_slots(run_ids, cand_hash)
     twins = [r for run in run_ids for r in store.slot_pairs(run, base_hash, 0, run, base_hash, 1, column).values()]
-    aa = None
-    if len(twins) >= 2:
-        ratio, low, high = geometric_t_interval(twins, policy.confidence if policy else 0.95)
-        aa = (ratio, low, high, len(twins))
+    aa = aa_figure(twins, policy.confidence if policy else 0.95)
     paired = sum(len(store.slot_pairs(run, base_hash, 0, run, cand_hash, 0, column)) for run in run_ids)
     return LoadCheck(
         foreign_load=load,

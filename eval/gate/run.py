@@ -11,11 +11,11 @@ from typing import Any
 from corpus.runtime import hardware_text
 from eval.cells import cell
 from eval.gate.decision import EXIT_CODES, GateDecision, Labels, decide
-from eval.gate.load_check import LoadCheck, latency_column, load_check
+from eval.gate.load_check import LoadCheck, aa_figure, latency_column, load_check
 from eval.gate.policy import GatePolicy, GateRequest, ShippedSetting
 from eval.gate.render import decision_json, markdown_report
 from eval.store import DuckDBStore, RunMeta, SettingRef
-from eval.store.load_figures import geometric_t_interval, latency_figures
+from eval.store.load_figures import latency_figures
 from eval.store.rows import GateDecisionRow
 from eval.store.schema import baseline_key
 
@@ -180,11 +180,7 @@ def paired_latency(
     column = latency_column(policy.latency.metric if policy.latency else "e2e_cold_s")
     ratios = store.slot_pairs(base.run_id, base.setting_hash, 0, cand.run_id, cand.setting_hash, 0, column)
     twins = store.slot_pairs(base.run_id, base.setting_hash, 0, base.run_id, base.setting_hash, 1, column)
-    aa = None
-    if len(twins) >= 2:
-        ratio, low, high = geometric_t_interval(list(twins.values()), policy.confidence)
-        aa = (ratio, low, high, len(twins))
-    return ratios, aa, []
+    return ratios, aa_figure(list(twins.values()), policy.confidence), []
 
 
 def decision_row(
